@@ -1,0 +1,162 @@
+"""The topic catalog: create, list, describe, alter and delete topics under a root.
+
+A topic is the Delta table ``<root>/topics/<name>/`` (schema
+:data:`~lakelog.record_schema.TABLE_SCHEMA`, partitioned by ``partition``) whose
+table properties hold the topic configs under Kafka's keys plus
+``lakelog.partitions`` (the partition count).  Creation is a put-if-absent of
+the table's first commit, so two concurrent creates of one name cannot both win.
+Thread-safe (no shared mutable state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from lakelog.delta_commit import set_table_properties
+from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, TopicAlreadyExists,
+                            UnknownTopicOrPartition)
+from lakelog.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
+from lakelog.storage import StorageRoot
+from lakelog.topic_config import TopicConfig, validate_configs
+from lakelog.topic_name import is_internal, validate_topic_name
+from lakelog.topic_snapshot import PARTITIONS_PROPERTY, TopicSnapshot, load_snapshot
+
+MAX_PARTITIONS = 10_000
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition as ``topics describe`` shows it."""
+
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    segments: int
+    bytes: int
+    records: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic's partitions, effective configs and the Delta version described."""
+
+    name: str
+    partitions: list[PartitionInfo]
+    configs: dict[str, str]
+    overrides: dict[str, str] = field(default_factory=dict)
+    version: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def describe_snapshot(snap: TopicSnapshot) -> TopicDescription:
+    parts = []
+    for p in range(snap.partition_count):
+        segs = snap.index.segments(p)
+        parts.append(PartitionInfo(p, snap.log_start_offset(p), snap.high_watermark(p), len(segs),
+                                   sum(s.bytes for s in segs), sum(s.records for s in segs)))
+    cfg = TopicConfig(snap.configuration)
+    return TopicDescription(snap.topic, parts, cfg.raw(), cfg.overrides(), snap.version)
+
+
+def _check_partitions(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidPartitions(f"partition count must be an integer, got {n!r}")
+    if not 1 <= n <= MAX_PARTITIONS:
+        raise InvalidPartitions(f"partition count must be between 1 and {MAX_PARTITIONS}, got {n}")
+    return n
+
+
+class Catalog:
+    """Topic administration for one storage root."""
+
+    def __init__(self, root: StorageRoot) -> None:
+        self.root = root
+
+    def _uri(self, name: str) -> str:
+        return self.root.uri_for("topics", validate_topic_name(name))
+
+    def exists(self, name: str) -> bool:
+        from pyarrow.fs import FileType
+
+        info = self.root.filesystem.get_file_info(
+            self.root.path_for("topics", validate_topic_name(name), "_delta_log", f"{0:020d}.json"))
+        return info.type == FileType.File
+
+    def create(self, name: str, partitions: int = 1, configs: dict | None = None) -> TopicDescription:
+        """Create a topic; ``TOPIC_ALREADY_EXISTS`` if it exists. Nothing is written on a bad argument."""
+        from deltalake import DeltaTable
+
+        validate_topic_name(name)
+        n = _check_partitions(partitions)
+        props = validate_configs(configs or {})
+        if self.exists(name):
+            raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}")
+        props[PARTITIONS_PROPERTY] = str(n)
+        if self.root.is_local:
+            self.root.filesystem.create_dir(self.root.path_for("topics", name), recursive=True)
+        try:
+            DeltaTable.create(self._uri(name), schema=TABLE_SCHEMA, mode="error", partition_by=[PARTITION_COLUMN],
+                              name=name, configuration=props, storage_options=self.root.storage_options,
+                              raise_if_key_not_exists=False)
+        except Exception as e:
+            if "already exists" in str(e).lower() or self.exists(name):
+                raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}") from None
+            raise
+        return self.describe(name)
+
+    def list(self, include_internal: bool = False) -> list[str]:
+        from pyarrow.fs import FileSelector, FileType
+
+        fs = self.root.filesystem
+        sel = FileSelector(self.root.path_for("topics"), allow_not_found=True)
+        names = []
+        for info in fs.get_file_info(sel):
+            if info.type != FileType.Directory:
+                continue
+            if not include_internal and is_internal(info.base_name):
+                continue
+            try:
+                if self.exists(info.base_name):
+                    names.append(info.base_name)
+            except KafkaError:
+                continue
+        return sorted(names)
+
+    def snapshot(self, name: str) -> TopicSnapshot:
+        validate_topic_name(name)
+        snap = load_snapshot(self.root, name)
+        if snap.version < 0:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist under {self.root.uri}")
+        return snap
+
+    def describe(self, name: str) -> TopicDescription:
+        return describe_snapshot(self.snapshot(name))
+
+    def alter(self, name: str, configs: dict | None = None, partitions: int | None = None) -> TopicDescription:
+        """Set configs and/or increase the partition count (``INVALID_PARTITIONS`` on a decrease)."""
+        snap = self.snapshot(name)
+        props = validate_configs(configs or {})
+        if PARTITIONS_PROPERTY in (configs or {}):
+            raise InvalidConfig(f"{PARTITIONS_PROPERTY} is not a topic config; use the partitions argument")
+        if partitions is not None:
+            n = _check_partitions(partitions)
+            if n < snap.partition_count:
+                raise InvalidPartitions(
+                    f"topic {name} has {snap.partition_count} partitions; the count can only be increased, not to {n}")
+            if n > snap.partition_count:
+                props[PARTITIONS_PROPERTY] = str(n)
+        if not props:
+            if configs is None and partitions is None:
+                raise InvalidRequest("nothing to alter: give configs and/or partitions")
+            return describe_snapshot(snap)
+        set_table_properties(self.root, name, props)
+        return self.describe(name)
+
+    def delete(self, name: str) -> None:
+        """Delete a topic and all its data."""
+        validate_topic_name(name)
+        if not self.exists(name):
+            raise UnknownTopicOrPartition(f"topic {name} does not exist under {self.root.uri}")
+        self.root.filesystem.delete_dir(self.root.path_for("topics", name))

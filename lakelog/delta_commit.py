@@ -1,0 +1,90 @@
+"""Writing a raw Delta commit with put-if-absent, for metadata changes.
+
+delta-rs 1.6's ``alter.set_table_properties`` hangs against some S3
+endpoints (its list request fails with "error sending request" under moto), so
+lakelog changes table properties by writing the next
+``_delta_log/<version>.json`` itself: a ``commitInfo`` and the new ``metaData``
+action.  The write is a put-if-absent (``If-None-Match: *`` on S3, an exclusive
+hard link locally), exactly the primitive Delta's protocol relies on; a lost
+race raises :class:`CommitConflict` and the caller re-reads and retries.
+Concurrent appenders see the ``metaData`` action and retry their own commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+from lakelog.storage import StorageRoot
+
+
+class CommitConflict(Exception):
+    """Another commit already took this version."""
+
+
+def put_if_absent(root: StorageRoot, rel_path: str, data: bytes) -> None:
+    """Create ``rel_path`` under the root with ``data`` unless it exists (then :class:`CommitConflict`)."""
+    if root.is_local:
+        final = root.path_for(rel_path)
+        tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            raise CommitConflict(rel_path) from None
+        finally:
+            os.unlink(tmp)
+        return
+    import boto3
+    from botocore.exceptions import ClientError
+
+    opts = root.storage_options
+    bucket, _, prefix = root.uri[len("s3://"):].partition("/")
+    client = boto3.client(
+        "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region", "us-east-1"),
+        aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
+        aws_session_token=opts.get("aws_session_token"))
+    key = f"{prefix}/{rel_path}" if prefix else rel_path
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            raise CommitConflict(rel_path) from None
+        raise
+
+
+def set_table_properties(root: StorageRoot, topic: str, properties: dict[str, str], *, attempts: int = 20) -> int:
+    """Merge ``properties`` into the topic table's configuration; returns the committed version."""
+    from deltalake import DeltaTable
+
+    uri = root.uri_for("topics", topic)
+    for _ in range(attempts):
+        dt = DeltaTable(uri, storage_options=root.storage_options, without_files=True)
+        md = dt.metadata()
+        configuration = {**dict(md.configuration), **properties}
+        version = dt.version() + 1
+        meta = {
+            "id": md.id,
+            "name": md.name,
+            "description": md.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": dt.schema().to_json(),
+            "partitionColumns": list(md.partition_columns),
+            "configuration": configuration,
+            "createdTime": md.created_time,
+        }
+        info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
+                "operationParameters": {"properties": json.dumps(properties)}, "clientVersion": "lakelog",
+                "lakelog.operation": "alter"}
+        body = (json.dumps({"commitInfo": info}) + "\n" + json.dumps({"metaData": meta}) + "\n").encode()
+        try:
+            put_if_absent(root, f"topics/{topic}/_delta_log/{version:020d}.json", body)
+            return version
+        except CommitConflict:
+            continue
+    raise CommitConflict(f"could not alter {topic}: {attempts} conflicting commits")

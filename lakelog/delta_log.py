@@ -1,0 +1,106 @@
+"""Reading the Delta log tail directly: ``_delta_log/<20-digit version>.json``.
+
+lakelog keeps its own derived state (the Arrow index, partition offsets,
+producer state) keyed by a Delta version and advances it by replaying the
+commits after that version.  A commit file either exists completely or not at
+all (put-if-absent), so a probe that finds no file for ``v`` means the table's
+latest version is ``v - 1`` -- unless the log was cleaned up behind a
+checkpoint, which :func:`read_tail` detects and reports as
+:class:`LogTailGone` so the caller rebuilds from a full snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow.fs as pafs
+
+
+class LogTailGone(Exception):
+    """Commits after the requested version were cleaned up; rebuild from a snapshot."""
+
+
+@dataclass
+class Commit:
+    """The actions of one Delta commit, grouped by kind."""
+
+    version: int
+    adds: list[dict] = field(default_factory=list)
+    removes: list[dict] = field(default_factory=list)
+    txns: dict[str, int] = field(default_factory=dict)
+    configuration: dict[str, str] | None = None  # set when the commit changed metaData
+    commit_info: dict = field(default_factory=dict)
+
+
+def commit_path(table_path: str, version: int) -> str:
+    return f"{table_path}/_delta_log/{version:020d}.json"
+
+
+def parse_commit(version: int, text: str) -> Commit:
+    commit = Commit(version)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "add" in action:
+            commit.adds.append(action["add"])
+        elif "remove" in action:
+            commit.removes.append(action["remove"])
+        elif "txn" in action:
+            commit.txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+        elif "metaData" in action:
+            commit.configuration = dict(action["metaData"].get("configuration") or {})
+        elif "commitInfo" in action:
+            commit.commit_info = action["commitInfo"]
+    return commit
+
+
+def read_commit(fs: pafs.FileSystem, table_path: str, version: int) -> Commit | None:
+    """The commit at ``version``, or None if there is no such file."""
+    try:
+        with fs.open_input_stream(commit_path(table_path, version)) as f:
+            text = f.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # pyarrow's S3 reports a missing key as OSError on some paths
+        if "NoSuchKey" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
+            return None
+        raise
+    return parse_commit(version, text)
+
+
+def last_checkpoint_version(fs: pafs.FileSystem, table_path: str) -> int:
+    """Version of ``_delta_log/_last_checkpoint``, or -1 if there is none."""
+    try:
+        with fs.open_input_stream(f"{table_path}/_delta_log/_last_checkpoint") as f:
+            return int(json.loads(f.read().decode("utf-8"))["version"])
+    except (FileNotFoundError, KeyError, ValueError):
+        return -1
+    except OSError as e:
+        if "NoSuchKey" in str(e) or "does not exist" in str(e):
+            return -1
+        raise
+
+
+def read_tail(fs: pafs.FileSystem, table_path: str, after_version: int,
+              until_version: int | None = None) -> Iterator[Commit]:
+    """Commits ``after_version + 1`` ... latest (or ``until_version``), in order.
+
+    Raises :class:`LogTailGone` if a needed commit file no longer exists.
+    """
+    v = after_version + 1
+    checkpoint = None
+    while until_version is None or v <= until_version:
+        commit = read_commit(fs, table_path, v)
+        if commit is None:
+            if until_version is not None:
+                raise LogTailGone(f"commit {v} of {table_path} is missing")
+            if checkpoint is None:
+                checkpoint = last_checkpoint_version(fs, table_path)
+            if v <= checkpoint:
+                raise LogTailGone(f"commit {v} of {table_path} was cleaned up (checkpoint {checkpoint})")
+            return
+        yield commit
+        v += 1

@@ -1,0 +1,262 @@
+"""Typed errors carrying Kafka's error name, code and retriable flag.
+
+Every failure lakelog reports to a user is a :class:`KafkaError` subclass, so
+the HTTP front, the CLI and the Spark source can map it uniformly.  Codes and
+names are Kafka's (``org.apache.kafka.common.protocol.Errors``).  Look one up
+by code with :func:`error_for_code`.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base of lakelog's errors; ``code``/``name`` are Kafka's, ``retriable`` says whether a retry may succeed."""
+
+    code: int = -1
+    name: str = "UNKNOWN_SERVER_ERROR"
+    retriable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+
+    def to_dict(self) -> dict:
+        return {"error_code": self.code, "error_name": self.name, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.code}): {self.message}"
+
+
+class UnknownServerError(KafkaError):
+    """An unexpected failure on the server side."""
+
+    code, name = -1, "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRange(KafkaError):
+    """The requested offset is below the log start offset or above the high watermark."""
+
+    code, name = 1, "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecord(KafkaError):
+    """A record or segment failed validation."""
+
+    code, name = 2, "CORRUPT_MESSAGE"
+
+
+class UnknownTopicOrPartition(KafkaError):
+    """The topic or partition does not exist."""
+
+    code, name = 3, "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class InvalidFetchSize(KafkaError):
+    """The requested fetch size is invalid."""
+
+    code, name = 4, "INVALID_FETCH_SIZE"
+
+
+class RequestTimedOut(KafkaError):
+    """The storage did not answer in time; the request may be retried."""
+
+    code, name, retriable = 7, "REQUEST_TIMED_OUT", True
+
+
+class MessageTooLarge(KafkaError):
+    """A record is larger than the topic's ``max.message.bytes``."""
+
+    code, name = 10, "MESSAGE_TOO_LARGE"
+
+
+class InvalidTopic(KafkaError):
+    """The topic name is not legal."""
+
+    code, name = 17, "INVALID_TOPIC_EXCEPTION"
+
+
+class RecordListTooLarge(KafkaError):
+    """The request's batch is larger than the configured limit."""
+
+    code, name = 18, "RECORD_LIST_TOO_LARGE"
+
+
+class IllegalGeneration(KafkaError):
+    """The member's generation is not the group's current one."""
+
+    code, name = 22, "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocol(KafkaError):
+    """The member's assignment strategies share none with the group's."""
+
+    code, name = 23, "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupId(KafkaError):
+    """The group id is empty or not legal."""
+
+    code, name = 24, "INVALID_GROUP_ID"
+
+
+class UnknownMemberId(KafkaError):
+    """The member id is not known to the group coordinator."""
+
+    code, name = 25, "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeout(KafkaError):
+    """The session timeout is outside the allowed range."""
+
+    code, name = 26, "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgress(KafkaError):
+    """The group is rebalancing; rejoin."""
+
+    code, name = 27, "REBALANCE_IN_PROGRESS"
+
+
+class TopicAuthorizationFailed(KafkaError):
+    """The principal may not perform this operation on the topic."""
+
+    code, name = 29, "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailed(KafkaError):
+    """The principal may not perform this operation on the group."""
+
+    code, name = 30, "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailed(KafkaError):
+    """The principal may not perform this cluster operation."""
+
+    code, name = 31, "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class InvalidTimestamp(KafkaError):
+    """A record's timestamp is out of the acceptable range."""
+
+    code, name = 32, "INVALID_TIMESTAMP"
+
+
+class InvalidPartitions(KafkaError):
+    """The partition count is not legal (e.g. a decrease)."""
+
+    code, name = 37, "INVALID_PARTITIONS"
+
+
+class TopicAlreadyExists(KafkaError):
+    """A topic with this name already exists."""
+
+    code, name = 36, "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidConfig(KafkaError):
+    """A configuration key or value is not legal."""
+
+    code, name = 40, "INVALID_CONFIG"
+
+
+class InvalidRequest(KafkaError):
+    """The request is malformed."""
+
+    code, name = 42, "INVALID_REQUEST"
+
+
+class OutOfOrderSequenceNumber(KafkaError):
+    """The batch's first sequence is not the producer's last sequence + 1."""
+
+    code, name = 45, "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpoch(KafkaError):
+    """The producer's epoch is older than the one last seen for its id."""
+
+    code, name = 47, "INVALID_PRODUCER_EPOCH"
+
+
+class KafkaStorageError(KafkaError):
+    """The object store failed; the request may be retried."""
+
+    code, name, retriable = 56, "KAFKA_STORAGE_ERROR", True
+
+
+class UnknownProducerId(KafkaError):
+    """The producer id was never allocated or its state has expired."""
+
+    code, name = 59, "UNKNOWN_PRODUCER_ID"
+
+
+class GroupIdNotFound(KafkaError):
+    """The group does not exist."""
+
+    code, name = 69, "GROUP_ID_NOT_FOUND"
+
+
+class NonEmptyGroup(KafkaError):
+    """The group still has members."""
+
+    code, name = 68, "NON_EMPTY_GROUP"
+
+
+class MemberIdRequired(KafkaError):
+    """The member must rejoin with the member id it was given."""
+
+    code, name = 79, "MEMBER_ID_REQUIRED"
+
+
+class ThrottlingQuotaExceeded(KafkaError):
+    """The append buffer (``buffer.memory``) is full; back off and retry."""
+
+    code, name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
+
+
+class ProducerFenced(KafkaError):
+    """A newer instance with the same transactional id has fenced this producer."""
+
+    code, name = 90, "PRODUCER_FENCED"
+
+
+class FencedInstanceId(KafkaError):
+    """Another member with the same group.instance.id has fenced this one."""
+
+    code, name = 82, "FENCED_INSTANCE_ID"
+
+
+class ConcurrentTransactions(KafkaError):
+    """Another writer committed to the same partitions first; refresh and retry."""
+
+    code, name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
+
+
+class NotLeaderOrFollower(KafkaError):
+    """This writer lost the partition to another writer (fenced); retry."""
+
+    code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {c.code: c for c in _all_subclasses(KafkaError)}
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """The typed error for a Kafka error code (``UnknownServerError`` if unknown)."""
+    return _BY_CODE.get(code, UnknownServerError)(message)
+
+
+class InvalidRecord(KafkaError):
+    """A record is not acceptable to this topic (e.g. a null key on a compacted topic)."""
+
+    code, name = 87, "INVALID_RECORD"
+
+
+_BY_CODE[InvalidRecord.code] = InvalidRecord

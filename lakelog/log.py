@@ -1,0 +1,217 @@
+"""The library's entry point: a :class:`Log` is one storage root with all its topics.
+
+    from lakelog import Log
+    log = Log("./lakelog-data")              # or "s3://bucket/prefix"
+    log.create_topic("orders", partitions=3)
+    log.append("orders", [{"key": b"k", "value": b"v"}])
+    log.fetch("orders", partition=0, offset=0).records
+
+Thread-safe: appends to one topic are serialised through that topic's
+:class:`~lakelog.writer.committer.Committer` (one lock per topic); different
+topics and reads proceed in parallel.  Several processes may share a root: the
+commit protocol fences them (see :mod:`lakelog.writer.committer`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.catalog import Catalog, TopicDescription
+from lakelog.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
+from lakelog.partitioner import StickyPartitioner, partitions_for_keys
+from lakelog.producer_ids import ProducerIdentity, ProducerRegistry
+from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, resolve_offset
+from lakelog.segment_index import Segment
+from lakelog.storage import StorageRoot
+from lakelog.topic_snapshot import TopicSnapshot, advance, load_snapshot, lso_app
+from lakelog.writer.accumulator import RecordAccumulator
+from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
+from lakelog.writer.records import normalize_records
+
+
+class Log:
+    """All topics under one storage root."""
+
+    def __init__(self, root: str | StorageRoot | None = None, *, storage_options: Mapping[str, str] | None = None):
+        self.root = StorageRoot.resolve(root, storage_options)
+        self.catalog = Catalog(self.root)
+        self.registry = ProducerRegistry(self.root)
+        self.sticky = StickyPartitioner()
+        self._lock = threading.Lock()
+        self._committers: dict[str, tuple[threading.Lock, Committer | None]] = {}
+        self._snapshots: dict[str, TopicSnapshot] = {}
+
+    # -- admin ------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None) -> TopicDescription:
+        return self.catalog.create(name, partitions, dict(configs or {}))
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        return self.catalog.list(include_internal)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        from lakelog.catalog import describe_snapshot
+
+        return describe_snapshot(self.snapshot(name))
+
+    def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,
+                    partitions: int | None = None) -> TopicDescription:
+        return self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
+
+    def delete_topic(self, name: str) -> None:
+        self.catalog.delete(name)
+        with self._lock:
+            self._committers.pop(name, None)
+            self._snapshots.pop(name, None)
+
+    def snapshot(self, topic: str) -> TopicSnapshot:
+        """The topic's latest committed state (advanced incrementally from the last one seen)."""
+        with self._lock:
+            cached = self._snapshots.get(topic)
+        if cached is None:
+            snap = self.catalog.snapshot(topic)
+        else:
+            snap = advance(self.root, cached.copy())
+            if not self.catalog.exists(topic):
+                raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
+        with self._lock:
+            current = self._snapshots.get(topic)
+            if current is None or current.version <= snap.version:
+                self._snapshots[topic] = snap
+        return snap.copy()
+
+    # -- produce ------------------------------------------------------------------------------
+    def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:
+        """Kafka's InitProducerId: a fresh id, or a transactional id's id with its epoch bumped."""
+        return self.registry.init_producer(transactional_id)
+
+    def _committer(self, topic: str) -> tuple[threading.Lock, Committer | None]:
+        with self._lock:
+            entry = self._committers.get(topic)
+            if entry is None:
+                entry = self._committers[topic] = (threading.Lock(), None)
+        return entry
+
+    def append_batches(self, topic: str, batches: list[PartitionBatch]) -> list[AppendResult | KafkaError]:
+        """Commit per-partition batches in one Delta commit; one result or error per batch."""
+        lock, _ = self._committer(topic)
+        with lock:
+            committer = self._committers[topic][1]
+            if committer is None:
+                committer = Committer(self.root, topic, self.registry)
+                with self._lock:
+                    self._committers[topic] = (lock, committer)
+            return committer.append(batches)
+
+    def split_by_partition(self, topic: str, records, partition: int | None = None,
+                           num_partitions: int | None = None) -> list[PartitionBatch]:
+        """Partition records Kafka's way: explicit partition, else murmur2(key), else sticky."""
+        table = normalize_records(records)
+        n = num_partitions if num_partitions is not None else self.snapshot(topic).partition_count
+        if partition is not None:
+            return [PartitionBatch(int(partition), table)]
+        sticky = self.sticky.partition(topic, n)
+        parts = pa.array(partitions_for_keys(table.column("key").to_pylist(), n, sticky), pa.int32())
+        out = []
+        for p in pc.unique(parts).to_pylist():
+            out.append(PartitionBatch(p, table.filter(pc.equal(parts, p))))
+        if table.column("key").null_count:
+            self.sticky.on_new_batch(topic, n, sticky)
+        return sorted(out, key=lambda b: b.partition)
+
+    def append(self, topic: str, records, *, partition: int | None = None) -> list[AppendResult]:
+        """Append records (Arrow table or list of dicts) and wait for the commit; raises the first error."""
+        batches = self.split_by_partition(topic, records, partition)
+        results = self.append_batches(topic, batches)
+        for r in results:
+            if isinstance(r, KafkaError):
+                raise r
+        return results  # type: ignore[return-value]
+
+    def accumulator(self, **kwargs) -> RecordAccumulator:
+        """A group-commit accumulator over this log (``linger_ms``, ``batch_size``, ``buffer_memory``)."""
+        return RecordAccumulator(self, **kwargs)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Kafka's DeleteRecords: move the log start offset up to ``before_offset``; returns the new one.
+
+        ``-1`` means the high watermark.  Segments wholly below it are removed by
+        the next retention run; reads below it fail with ``OFFSET_OUT_OF_RANGE`` at once.
+        """
+        from deltalake import CommitProperties, DeltaTable, Transaction
+        from deltalake.exceptions import CommitFailedError
+
+        from lakelog.errors import OffsetOutOfRange
+        from lakelog.record_schema import TABLE_SCHEMA
+
+        for _ in range(20):
+            snap = self.snapshot(topic)
+            if not 0 <= partition < snap.partition_count:
+                raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
+            hw = snap.high_watermark(partition)
+            target = hw if before_offset == -1 else before_offset
+            if target < 0 or target > hw:
+                raise OffsetOutOfRange(f"delete-records offset {before_offset} for topic {topic} partition "
+                                       f"{partition} is outside [0, high watermark {hw}]")
+            current = snap.log_start_offset(partition)
+            if target <= current:
+                return current
+            dt = DeltaTable(self.root.uri_for("topics", topic), version=snap.version,
+                            storage_options=self.root.storage_options)
+            try:
+                dt.create_write_transaction([], mode="append", schema=TABLE_SCHEMA, partition_by=["partition"],
+                                            commit_properties=CommitProperties(
+                                                app_transactions=[Transaction(lso_app(partition), target)],
+                                                custom_metadata={"lakelog.operation": "delete-records"}))
+                return target
+            except CommitFailedError:
+                continue
+        raise InvalidRequest(f"delete-records on {topic} partition {partition} kept conflicting; retry")
+
+    # -- consume ------------------------------------------------------------------------------
+    def fetch(self, topic: str, partition: int, offset: int, *, max_records: int | None = None,
+              max_bytes: int | None = None) -> FetchResult:
+        return fetch(self.root, self.snapshot(topic), partition, offset, max_records=max_records, max_bytes=max_bytes)
+
+    def read(self, topic: str, partition: int, start: int | str = "earliest", end: int | str = "latest") -> pa.Table:
+        """Every committed record of a partition with start <= offset < end."""
+        snap = self.snapshot(topic)
+        lo = resolve_offset(self.root, snap, partition, start) if isinstance(start, str) else start
+        hi = resolve_offset(self.root, snap, partition, end) if isinstance(end, str) else end
+        tables = []
+        offset = lo
+        while offset < hi:
+            res = fetch(self.root, snap, partition, offset)
+            if not res.records.num_rows:
+                break
+            tables.append(res.records.filter(pc.less(res.records.column("offset"), hi)))
+            offset = res.next_offset
+        from lakelog.record_schema import FILE_SCHEMA
+
+        return pa.concat_tables(tables) if tables else FILE_SCHEMA.empty_table()
+
+    def list_offsets(self, topic: str, spec: int | str) -> dict[int, int]:
+        """Per partition: ``earliest``, ``latest`` or the first offset with timestamp >= ``spec`` ms."""
+        snap = self.snapshot(topic)
+        return {p: resolve_offset(self.root, snap, p, spec) for p in range(snap.partition_count)}
+
+    def offsets_for_times(self, topic: str, timestamps: Mapping[int, int]) -> dict[int, int | None]:
+        snap = self.snapshot(topic)
+        return {p: offset_for_timestamp(self.root, snap, p, ts) for p, ts in timestamps.items()}
+
+    def segments(self, topic: str, partition: int) -> list[Segment]:
+        snap = self.snapshot(topic)
+        from lakelog.reader.log_reader import check_partition
+
+        check_partition(snap, partition)
+        return snap.index.segments(partition)
+
+    def close(self) -> None:
+        """Persist every open writer's index (a cache; nothing is lost without it)."""
+        with self._lock:
+            committers = [c for _, c in self._committers.values() if c is not None]
+        for c in committers:
+            c.persist()

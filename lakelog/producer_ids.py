@@ -1,0 +1,142 @@
+"""Durable producer-id allocation and transactional-id epochs.
+
+State lives only in Delta ``txn`` entries of the small table
+``<root>/_lakelog/producers`` (its commits carry no data files):
+
+- ``lakelog.pid.next``            next unallocated producer id; a process claims a
+                                  block of :data:`BLOCK_SIZE` ids by committing
+                                  ``next + BLOCK_SIZE`` (Kafka's ProducerIdManager);
+- ``lakelog.tid.<transactional id>`` the id's producer id ``<< 16 | epoch``;
+- ``lakelog.epoch.<producer id>``  the current epoch of a transactional producer id.
+
+Two processes committing the same app id conflict (delta-rs refuses the
+later commit), so blocks never overlap and epoch bumps are serialised: a second
+``init`` with the same transactional id gets epoch + 1 and fences the first.
+Thread-safe (one lock around the handle).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
+from lakelog.storage import StorageRoot
+
+BLOCK_SIZE = 1000
+MAX_EPOCH = 32767
+NEXT_APP = "lakelog.pid.next"
+_SCHEMA = pa.schema([("unused", pa.int64())])
+_ATTEMPTS = 50
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """What ``InitProducerId`` returns."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None = None
+
+
+class ProducerRegistry:
+    """Allocates producer ids and answers epoch checks for one storage root."""
+
+    def __init__(self, root: StorageRoot) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+        self._dt = None
+        self._block: list[int] = []  # [next, end) of the block this process owns
+
+    def _table(self):
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        if self._dt is None:
+            uri = self.root.uri_for("_lakelog", "producers")
+            try:
+                self._dt = DeltaTable(uri, storage_options=self.root.storage_options)
+            except TableNotFoundError:
+                try:
+                    if self.root.is_local:
+                        self.root.filesystem.create_dir(self.root.path_for("_lakelog"), recursive=True)
+                    self._dt = DeltaTable.create(uri, schema=_SCHEMA, mode="ignore",
+                                                 storage_options=self.root.storage_options)
+                except Exception:
+                    self._dt = DeltaTable(uri, storage_options=self.root.storage_options)
+        return self._dt
+
+    def _commit(self, txns: dict[str, int]) -> bool:
+        """Commit txn versions; False if a concurrent commit of the same app id won."""
+        from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError
+
+        dt = self._table()
+        try:
+            dt.create_write_transaction(
+                [], mode="append", schema=_SCHEMA,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(k, v) for k, v in txns.items()],
+                    custom_metadata={"lakelog.operation": "init-producer"}))
+            return True
+        except CommitFailedError:
+            return False
+        finally:
+            dt.update_incremental()
+
+    def _next_id(self) -> int:
+        for _ in range(_ATTEMPTS):
+            if self._block and self._block[0] < self._block[1]:
+                pid = self._block[0]
+                self._block[0] += 1
+                return pid
+            dt = self._table()
+            dt.update_incremental()
+            start = dt.transaction_version(NEXT_APP) or 0
+            if self._commit({NEXT_APP: start + BLOCK_SIZE}):
+                self._block = [start, start + BLOCK_SIZE]
+        raise KafkaStorageError("could not allocate a producer id block after repeated commit conflicts")
+
+    def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:
+        """A new producer id (epoch 0), or for a transactional id its stable id with the epoch bumped."""
+        with self._lock:
+            if transactional_id is None:
+                return ProducerIdentity(self._next_id(), 0)
+            app = f"lakelog.tid.{transactional_id}"
+            for _ in range(_ATTEMPTS):
+                dt = self._table()
+                dt.update_incremental()
+                packed = dt.transaction_version(app)
+                if packed is None or (packed & 0xFFFF) >= MAX_EPOCH:
+                    pid, epoch = self._next_id(), 0
+                else:
+                    pid, epoch = packed >> 16, (packed & 0xFFFF) + 1
+                if self._commit({app: (pid << 16) | epoch, f"lakelog.epoch.{pid}": epoch}):
+                    return ProducerIdentity(pid, epoch, transactional_id)
+            raise KafkaStorageError(f"could not initialise transactional id {transactional_id!r}: repeated conflicts")
+
+    def refresh(self) -> None:
+        with self._lock:
+            self._table().update_incremental()
+
+    def check(self, producer_id: int, epoch: int) -> bool:
+        """Validate a producer id/epoch pair; returns whether the id is transactional.
+
+        Raises ``UNKNOWN_PRODUCER_ID`` for an id never allocated and
+        ``PRODUCER_FENCED`` for a transactional id whose epoch was bumped.
+        """
+        with self._lock:
+            dt = self._table()
+            allocated = dt.transaction_version(NEXT_APP) or 0
+            current = dt.transaction_version(f"lakelog.epoch.{producer_id}")
+            if producer_id >= allocated or current is not None and epoch > current:
+                dt.update_incremental()
+                allocated = dt.transaction_version(NEXT_APP) or 0
+                current = dt.transaction_version(f"lakelog.epoch.{producer_id}")
+        if producer_id < 0 or producer_id >= allocated:
+            raise UnknownProducerId(f"producer id {producer_id} was never allocated (next id {allocated})")
+        if current is not None and epoch < current:
+            raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {current}")
+        return current is not None

@@ -1,0 +1,145 @@
+"""Storage roots: where topics live, and how to reach them.
+
+A root is a local directory (the embedded default: ``$LAKELOG_ROOT`` or
+``./lakelog-data``) or an ``s3://bucket/prefix`` URI on any S3-compatible
+endpoint.  Layout under a root::
+
+    <root>/topics/<topic>/                 a topic: one Delta table
+    <root>/topics/<topic>/_delta_log/      the Delta log (delta-rs)
+    <root>/topics/<topic>/partition=P/     segment files
+    <root>/topics/<topic>/_lakelog/index/  persisted Arrow index, one file per Delta version
+    <root>/_lakelog/producers/             a Delta table allocating producer ids
+
+S3 settings come from the standard AWS environment variables, overridden by
+explicit storage options (delta-rs / object_store keys, e.g.
+``aws_endpoint_url``).  A :class:`StorageRoot` is a small picklable value; the
+filesystem handle it opens is cached per process, never pickled.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+DEFAULT_ROOT = "./lakelog-data"
+
+_ENV_KEYS = {
+    "AWS_ENDPOINT_URL_S3": "aws_endpoint_url",
+    "AWS_ENDPOINT_URL": "aws_endpoint_url",
+    "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+    "AWS_SESSION_TOKEN": "aws_session_token",
+    "AWS_DEFAULT_REGION": "aws_region",
+    "AWS_REGION": "aws_region",
+    "AWS_ALLOW_HTTP": "aws_allow_http",
+}
+_ALIASES = {
+    "endpoint": "aws_endpoint_url",
+    "endpoint_url": "aws_endpoint_url",
+    "aws_endpoint": "aws_endpoint_url",
+    "access_key_id": "aws_access_key_id",
+    "secret_access_key": "aws_secret_access_key",
+    "session_token": "aws_session_token",
+    "region": "aws_region",
+    "allow_http": "aws_allow_http",
+}
+
+
+def _normalise_key(key: str) -> str:
+    k = key.strip().lower()
+    return _ALIASES.get(k, k)
+
+
+@dataclass(frozen=True)
+class StorageRoot:
+    """A lakelog root: ``uri`` (absolute local path or ``s3://bucket/prefix``) and storage options."""
+
+    uri: str
+    options: tuple[tuple[str, str], ...] = field(default=())
+
+    @classmethod
+    def resolve(cls, root: str | os.PathLike | None = None, storage_options: Mapping[str, str] | None = None) -> "StorageRoot":
+        """Resolve ``root`` (default ``$LAKELOG_ROOT`` or ``./lakelog-data``) and its effective options."""
+        if isinstance(root, StorageRoot):
+            return root
+        raw = str(root) if root is not None else os.environ.get("LAKELOG_ROOT", DEFAULT_ROOT)
+        scheme = urlparse(raw).scheme
+        opts: dict[str, str] = {}
+        if scheme in ("s3", "s3a"):
+            parsed = urlparse(raw)
+            if not parsed.netloc:
+                raise ValueError(f"Storage root {raw!r} has no bucket")
+            uri = f"s3://{parsed.netloc}{parsed.path.rstrip('/')}"
+            for env, key in _ENV_KEYS.items():
+                if os.environ.get(env) and key not in opts:
+                    opts[key] = os.environ[env]
+        elif scheme in ("", "file"):
+            path = raw[len("file://"):] if scheme == "file" else raw
+            uri = os.path.abspath(os.path.expanduser(path))
+        else:
+            raise ValueError(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
+        for k, v in (storage_options or {}).items():
+            opts[_normalise_key(k)] = str(v)
+        endpoint = opts.get("aws_endpoint_url", "")
+        if endpoint.startswith("http://"):
+            opts.setdefault("aws_allow_http", "true")
+        return cls(uri=uri, options=tuple(sorted(opts.items())))
+
+    @property
+    def is_local(self) -> bool:
+        return not self.uri.startswith("s3://")
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """Options for delta-rs (object_store keys)."""
+        return dict(self.options)
+
+    def uri_for(self, *parts: str) -> str:
+        """URI of a path under the root, for delta-rs."""
+        return "/".join([self.uri.rstrip("/"), *parts])
+
+    def path_for(self, *parts: str) -> str:
+        """Path of a path under the root, for :attr:`filesystem`."""
+        base = self.uri[len("s3://"):] if not self.is_local else self.uri
+        return "/".join([base.rstrip("/"), *parts])
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem for the root (cached per process)."""
+        return _filesystem(self.is_local, self.options)
+
+
+@functools.lru_cache(maxsize=32)
+def _filesystem(is_local: bool, options: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+    if is_local:
+        return pafs.LocalFileSystem()
+    opts = dict(options)
+    kwargs: dict[str, object] = {}
+    endpoint = opts.get("aws_endpoint_url")
+    if endpoint:
+        parsed = urlparse(endpoint)
+        kwargs["endpoint_override"] = parsed.netloc or parsed.path
+        kwargs["scheme"] = parsed.scheme or "https"
+    if opts.get("aws_access_key_id"):
+        kwargs["access_key"] = opts["aws_access_key_id"]
+        kwargs["secret_key"] = opts.get("aws_secret_access_key", "")
+        if opts.get("aws_session_token"):
+            kwargs["session_token"] = opts["aws_session_token"]
+    kwargs["region"] = opts.get("aws_region", "us-east-1")
+    for key, arg in (("connect_timeout", "connect_timeout"), ("timeout", "request_timeout")):
+        if key in opts:
+            kwargs[arg] = _seconds(opts[key])
+    return pafs.S3FileSystem(**kwargs)
+
+
+def _seconds(text: str) -> float:
+    t = text.strip().lower()
+    for suffix, mult in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+        if t.endswith(suffix):
+            return float(t[: -len(suffix)]) * mult
+    return float(t)

@@ -1,0 +1,307 @@
+"""A topic's state at one Delta version, derived from the Delta log.
+
+A :class:`TopicSnapshot` holds what lakelog needs to read and write a topic
+without scanning the table: the topic configs and partition count (table
+properties), each partition's log end offset (the ``txn`` app id
+``lakelog.leo.<P>``, which is also the fencing token of appends) and its
+log-start-offset floor (``lakelog.lso.<P>``), the Arrow :class:`SegmentIndex`,
+and the idempotent producers' state (``lakelog.producerBatches`` in each
+commit's metadata).
+
+It is persisted as one Arrow IPC file per Delta version under
+``<topic>/_lakelog/index/<version>.arrow`` and advanced by replaying the Delta
+log tail, so it can never disagree with the table: a reader loads the newest
+persisted file and replays the commits after it.  If that tail was cleaned up,
+it is rebuilt from a full delta-rs snapshot (producer state older than the
+cleaned log is then lost, as Kafka loses state of expired producer ids).
+
+Not thread-safe; :meth:`copy` gives an independent snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from lakelog.delta_log import Commit, LogTailGone, read_tail
+from lakelog.producer_state import BatchMetadata, ProducerStateManager
+from lakelog.segment_index import SEGMENT_NAME, Segment, SegmentIndex
+from lakelog.storage import StorageRoot
+from lakelog.topic_config import TopicConfig
+
+PARTITIONS_PROPERTY = "lakelog.partitions"
+LEO_APP = "lakelog.leo."
+LSO_APP = "lakelog.lso."
+CHECKPOINT_APP = "lakelog.cleaner."
+PRODUCER_BATCHES_KEY = "lakelog.producerBatches"
+COMMIT_ID_KEY = "lakelog.commitId"
+OPERATION_KEY = "lakelog.operation"
+INDEX_DIR = "_lakelog/index"
+INDEX_FILES_KEPT = 3
+
+
+def leo_app(partition: int) -> str:
+    return f"{LEO_APP}{partition}"
+
+
+def lso_app(partition: int) -> str:
+    return f"{LSO_APP}{partition}"
+
+
+def parse_stats_timestamp(text: str | None, default: int) -> int:
+    """Delta stats timestamp (ISO-8601) to epoch microseconds."""
+    if not text:
+        return default
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def segment_from_add(add: dict) -> Segment | None:
+    """The index entry for a Delta add action (None for files that are not segments)."""
+    path = add["path"]
+    m = SEGMENT_NAME.match(path)
+    if not m:
+        return None
+    stats = add.get("stats") or "{}"
+    stats = json.loads(stats) if isinstance(stats, str) else stats
+    mins, maxs = stats.get("minValues") or {}, stats.get("maxValues") or {}
+    base = int(m.group(2))
+    records = int(stats.get("numRecords", 0))
+    return Segment(
+        partition=int(m.group(1)),
+        base_offset=base,
+        last_offset=int(maxs.get("offset", base + records - 1)),
+        records=records,
+        bytes=int(add.get("size") or 0),
+        min_timestamp=parse_stats_timestamp(mins.get("timestamp"), -(2**63)),
+        max_timestamp=parse_stats_timestamp(maxs.get("timestamp"), 2**63 - 1),
+        path=path,
+        modification_time=int(add.get("modificationTime") or 0),
+    )
+
+
+class TopicSnapshot:
+    """Configs, partition offsets, segments and producer state of a topic at ``version``."""
+
+    def __init__(self, topic: str, version: int, configuration: dict[str, str], index: SegmentIndex,
+                 txns: dict[str, int], producers: ProducerStateManager) -> None:
+        self.topic = topic
+        self.version = version
+        self.configuration = configuration
+        self.index = index
+        self.txns = txns
+        self.producers = producers
+        self.recent_commit_ids: dict[str, int] = {}
+
+    # -- derived values -----------------------------------------------------------------
+    @property
+    def partition_count(self) -> int:
+        return int(self.configuration.get(PARTITIONS_PROPERTY, "1"))
+
+    @property
+    def config(self) -> TopicConfig:
+        return TopicConfig(self.configuration)
+
+    def high_watermark(self, partition: int) -> int:
+        """Log end offset = high watermark: every committed offset is below it."""
+        return self.txns.get(leo_app(partition), 0)
+
+    def log_start_offset(self, partition: int) -> int:
+        """First offset still in the log: the delete-records floor or the first segment's base."""
+        floor = self.txns.get(lso_app(partition), 0)
+        first = self.index.earliest_offset(partition)
+        hw = self.high_watermark(partition)
+        candidates = [floor, first if first is not None else hw]
+        return min(max(candidates), hw)
+
+    def txn(self, app_id: str) -> int | None:
+        return self.txns.get(app_id)
+
+    # -- replay ---------------------------------------------------------------------------
+    def apply(self, commit: Commit) -> None:
+        """Advance by one commit (must be ``version + 1``)."""
+        if commit.version != self.version + 1:
+            raise ValueError(f"commit {commit.version} does not follow snapshot version {self.version}")
+        if commit.configuration is not None:
+            self.configuration = commit.configuration
+        for rm in commit.removes:
+            self.index.remove(rm["path"])
+        for add in commit.adds:
+            seg = segment_from_add(add)
+            if seg is not None:
+                self.index.add(seg)
+        self.txns.update(commit.txns)
+        rows = commit.commit_info.get(PRODUCER_BATCHES_KEY)
+        if rows:
+            for row in json.loads(rows) if isinstance(rows, str) else rows:
+                self.producers.apply(BatchMetadata.from_row(row))
+        cid = commit.commit_info.get(COMMIT_ID_KEY)
+        if cid:
+            self.recent_commit_ids[cid] = commit.version
+            if len(self.recent_commit_ids) > 1000:
+                self.recent_commit_ids.pop(next(iter(self.recent_commit_ids)))
+        self.version = commit.version
+
+    def copy(self) -> "TopicSnapshot":
+        snap = TopicSnapshot(self.topic, self.version, dict(self.configuration), self.index.copy(),
+                             dict(self.txns), ProducerStateManager.from_rows(self.producers.to_rows()))
+        snap.recent_commit_ids = dict(self.recent_commit_ids)
+        return snap
+
+    # -- persistence ------------------------------------------------------------------
+    def to_ipc_bytes(self) -> bytes:
+        table = self.index.to_arrow()
+        meta = {
+            "lakelog.version": str(self.version),
+            "lakelog.topic": self.topic,
+            "lakelog.configuration": json.dumps(self.configuration),
+            "lakelog.txns": json.dumps(self.txns),
+            "lakelog.producers": json.dumps(self.producers.to_rows()),
+        }
+        table = table.replace_schema_metadata(meta)
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    @classmethod
+    def from_ipc_bytes(cls, data: bytes) -> "TopicSnapshot":
+        table = ipc.open_file(pa.BufferReader(data)).read_all()
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        return cls(
+            topic=meta["lakelog.topic"],
+            version=int(meta["lakelog.version"]),
+            configuration=json.loads(meta["lakelog.configuration"]),
+            index=SegmentIndex.from_arrow(table),
+            txns={k: int(v) for k, v in json.loads(meta["lakelog.txns"]).items()},
+            producers=ProducerStateManager.from_rows(json.loads(meta["lakelog.producers"])),
+        )
+
+    def persist(self, root: StorageRoot) -> str:
+        """Write this snapshot as ``_lakelog/index/<version>.arrow``; keep the newest few."""
+        fs = root.filesystem
+        index_dir = root.path_for("topics", self.topic, INDEX_DIR)
+        final = f"{index_dir}/{self.version:020d}.arrow"
+        data = self.to_ipc_bytes()
+        if root.is_local:
+            fs.create_dir(index_dir, recursive=True)
+            tmp = f"{index_dir}/.{uuid.uuid4().hex}.tmp"
+            with fs.open_output_stream(tmp) as f:
+                f.write(data)
+            fs.move(tmp, final)
+        else:
+            with fs.open_output_stream(final) as f:  # an S3 PUT is atomic
+                f.write(data)
+        for old in _index_versions(root, self.topic)[:-INDEX_FILES_KEPT]:
+            try:
+                fs.delete_file(f"{index_dir}/{old:020d}.arrow")
+            except OSError:
+                pass
+        return final
+
+
+def _index_versions(root: StorageRoot, topic: str) -> list[int]:
+    from pyarrow.fs import FileSelector
+
+    sel = FileSelector(root.path_for("topics", topic, INDEX_DIR), allow_not_found=True)
+    out = []
+    for info in root.filesystem.get_file_info(sel):
+        name = info.base_name
+        if name.endswith(".arrow") and name[:-6].isdigit():
+            out.append(int(name[:-6]))
+    return sorted(out)
+
+
+def load_persisted(root: StorageRoot, topic: str) -> TopicSnapshot | None:
+    """The newest persisted snapshot of ``topic`` that can be read, or None."""
+    fs = root.filesystem
+    for v in reversed(_index_versions(root, topic)):
+        try:
+            with fs.open_input_file(root.path_for("topics", topic, INDEX_DIR, f"{v:020d}.arrow")) as f:
+                return TopicSnapshot.from_ipc_bytes(f.read())
+        except (OSError, KeyError, ValueError, pa.ArrowInvalid):
+            continue
+    return None
+
+
+def rebuild_from_delta(root: StorageRoot, topic: str) -> TopicSnapshot:
+    """Build a snapshot from a full delta-rs snapshot of the table (no log tail needed)."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options)
+    configuration = dict(dt.metadata().configuration)
+    adds = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
+    index = SegmentIndex()
+    for a in adds:
+        add = {"path": a["path"], "size": a["size_bytes"], "stats": _stats_from_struct(a),
+               "modificationTime": _epoch_ms(a.get("modification_time"))}
+        seg = segment_from_add(add)
+        if seg is not None:
+            index.add(seg)
+    n = int(configuration.get(PARTITIONS_PROPERTY, "1"))
+    txns: dict[str, int] = {}
+    for p in range(n):
+        for app in (leo_app(p), lso_app(p)):
+            v = dt.transaction_version(app)
+            if v is not None:
+                txns[app] = int(v)
+    return TopicSnapshot(topic, dt.version(), configuration, index, txns, ProducerStateManager())
+
+
+def _epoch_ms(value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+def _stats_from_struct(a: dict) -> dict:
+    def fmt(v):
+        if isinstance(v, datetime):
+            return v.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return v
+
+    mins = {k: fmt(v) for k, v in (a.get("min") or {}).items() if k in ("offset", "timestamp")}
+    maxs = {k: fmt(v) for k, v in (a.get("max") or {}).items() if k in ("offset", "timestamp")}
+    return {"numRecords": a.get("num_records"), "minValues": mins, "maxValues": maxs}
+
+
+def load_snapshot(root: StorageRoot, topic: str, *, base: TopicSnapshot | None = None) -> TopicSnapshot:
+    """The topic's state at its latest Delta version: ``base`` (or the persisted index) plus the log tail."""
+    snap = base.copy() if base is not None else load_persisted(root, topic)
+    table_path = root.path_for("topics", topic)
+    if snap is None:
+        snap = TopicSnapshot(topic, -1, {}, SegmentIndex(), {}, ProducerStateManager())
+    try:
+        for commit in read_tail(root.filesystem, table_path, snap.version):
+            snap.apply(commit)
+    except LogTailGone:
+        snap = rebuild_from_delta(root, topic)
+        for commit in read_tail(root.filesystem, table_path, snap.version):
+            snap.apply(commit)
+    return snap
+
+
+def advance(root: StorageRoot, snap: TopicSnapshot, until_version: int | None = None) -> TopicSnapshot:
+    """Advance ``snap`` in place to the latest version (or ``until_version``)."""
+    table_path = root.path_for("topics", snap.topic)
+    try:
+        for commit in read_tail(root.filesystem, table_path, snap.version, until_version):
+            snap.apply(commit)
+    except LogTailGone:
+        fresh = load_snapshot(root, snap.topic)
+        snap.__dict__.update(fresh.__dict__)
+    return snap
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,149 @@
+"""Group commit: gather appends, commit them together.
+
+:class:`RecordAccumulator` collects appends per topic and hands them to that
+topic's committer in one Delta commit when ``linger.ms`` has passed since the
+oldest pending append or ``batch.size`` bytes are pending -- whichever comes
+first (Kafka's producer accumulator, moved to the writer side).  While a commit
+is in flight new appends keep gathering, so the commit rate adapts to load.
+
+When ``buffer.memory`` bytes are pending, :meth:`append` fails fast with the
+retriable ``THROTTLING_QUOTA_EXCEEDED`` instead of blocking or dropping data.
+
+Thread-safe: :meth:`append` may be called from any thread and returns a
+``concurrent.futures.Future``; one sender thread per topic does all blocking
+I/O (so asyncio callers wrap the future and never block their loop).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Callable
+
+from lakelog.errors import KafkaError, KafkaStorageError, ThrottlingQuotaExceeded
+from lakelog.writer.committer import AppendResult, PartitionBatch
+
+if TYPE_CHECKING:
+    from lakelog.log import Log
+
+DEFAULT_LINGER_MS = 5
+DEFAULT_BATCH_SIZE = 1 << 20
+DEFAULT_BUFFER_MEMORY = 64 << 20
+
+
+class _TopicQueue:
+    def __init__(self) -> None:
+        self.items: deque[tuple[list[PartitionBatch], Future, float, int]] = deque()
+        self.bytes = 0
+        self.thread: threading.Thread | None = None
+
+
+class RecordAccumulator:
+    """Per-topic queues of pending appends and their sender threads."""
+
+    def __init__(self, log: "Log", *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
+                 buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+                 on_commit: Callable[[str, int, int, float], None] | None = None) -> None:
+        self.log = log
+        self.linger_s = linger_ms / 1000.0
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.on_commit = on_commit  # (topic, records, bytes, seconds) after each commit, for metrics
+        self._cv = threading.Condition()
+        self._queues: dict[str, _TopicQueue] = {}
+        self._buffered = 0
+        self._closed = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes appended but not yet committed (the accumulator's fill)."""
+        return self._buffered
+
+    def append(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
+        """Queue ``batches`` for ``topic``; the future resolves after their commit (one result per batch)."""
+        size = sum(b.nbytes for b in batches)
+        fut: Future = Future()
+        with self._cv:
+            if self._closed:
+                raise KafkaStorageError("the accumulator is closed")
+            if self._buffered + size > self.buffer_memory and (self._buffered > 0 or size > self.buffer_memory):
+                raise ThrottlingQuotaExceeded(
+                    f"buffer.memory={self.buffer_memory} is full ({self._buffered} bytes pending, "
+                    f"append of {size} bytes refused); retry after a short back-off")
+            q = self._queues.get(topic)
+            if q is None:
+                q = self._queues[topic] = _TopicQueue()
+            q.items.append((batches, fut, time.monotonic(), size))
+            q.bytes += size
+            self._buffered += size
+            if q.thread is None:
+                q.thread = threading.Thread(target=self._run, args=(topic, q), name=f"lakelog-sender-{topic}",
+                                            daemon=True)
+                q.thread.start()
+            self._cv.notify_all()
+        return fut
+
+    def _take(self, q: _TopicQueue) -> list | None:
+        with self._cv:
+            while True:
+                if q.items:
+                    age = time.monotonic() - q.items[0][2]
+                    if q.bytes >= self.batch_size or age >= self.linger_s or self._closed:
+                        taken, taken_bytes = [], 0
+                        while q.items and (not taken or taken_bytes < 4 * self.batch_size):
+                            item = q.items.popleft()
+                            taken.append(item)
+                            taken_bytes += item[3]
+                        q.bytes -= taken_bytes
+                        return taken
+                    self._cv.wait(self.linger_s - age)
+                elif self._closed:
+                    return None
+                else:
+                    self._cv.wait(1.0)
+
+    def _run(self, topic: str, q: _TopicQueue) -> None:
+        while True:
+            taken = self._take(q)
+            if taken is None:
+                return
+            flat = [b for batches, _, _, _ in taken for b in batches]
+            started = time.monotonic()
+            try:
+                results = self.log.append_batches(topic, flat)
+            except KafkaError as e:
+                results = [e] * len(flat)
+            except Exception as e:  # never let the sender die with futures unresolved
+                results = [KafkaStorageError(f"append to {topic} failed: {e}")] * len(flat)
+            elapsed = time.monotonic() - started
+            i = 0
+            for batches, fut, _, _ in taken:
+                fut.set_result(results[i:i + len(batches)])
+                i += len(batches)
+            with self._cv:
+                self._buffered -= sum(item[3] for item in taken)
+                self._cv.notify_all()
+            if self.on_commit is not None:
+                ok = [r for r in results if isinstance(r, AppendResult) and not r.duplicate]
+                self.on_commit(topic, sum(r.record_count for r in ok), sum(b.nbytes for b in flat), elapsed)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything appended so far is committed (or failed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._buffered > 0:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("flush timed out")
+                self._cv.wait(remaining if remaining is not None else 1.0)
+
+    def close(self) -> None:
+        """Commit what is pending, then stop the sender threads."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+            threads = [q.thread for q in self._queues.values() if q.thread]
+        for t in threads:
+            t.join()

@@ -1,0 +1,319 @@
+"""The fenced append: validate, assign offsets, write segments, commit once.
+
+One :class:`Committer` appends to one topic.  A commit covers every partition
+with pending data and carries, per partition, the Delta ``txn`` app id
+``lakelog.leo.<P>`` set to the partition's new log end offset.  delta-rs
+refuses a commit whose app id was also committed by someone else since our
+snapshot, so two writers (threads, processes, machines) can never assign the
+same offsets: the loser deletes its files, refreshes, re-validates and retries,
+or gives up with a retriable error.
+
+Producer state rides in the same commit (``lakelog.producerBatches`` in the
+commit metadata), and every commit carries a unique ``lakelog.commitId`` so a
+commit whose outcome is unknown (the store failed after the write) is
+recognised on refresh and never applied twice.
+
+Not thread-safe: one thread at a time (the accumulator's sender, or callers
+serialised by :class:`~lakelog.log.Log`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
+                            OutOfOrderSequenceNumber, ProducerFenced, UnknownTopicOrPartition)
+from lakelog.producer_ids import ProducerRegistry
+from lakelog.producer_state import BatchMetadata, last_sequence
+from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
+from lakelog.storage import StorageRoot
+from lakelog.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
+                                    leo_app, load_snapshot)
+from lakelog.writer.records import validate_records
+from lakelog.writer.segment_writer import delete_quietly, write_segment
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 20
+_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced)
+PERSIST_EVERY = 64
+
+
+@dataclass
+class PartitionBatch:
+    """Records for one partition, optionally from an idempotent producer."""
+
+    partition: int
+    records: pa.Table  # lakelog.writer.records.INPUT_SCHEMA
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+    @property
+    def idempotent(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.records.nbytes
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed: like one partition entry of Kafka's ProduceResponse."""
+
+    partition: int
+    base_offset: int
+    record_count: int
+    log_append_time: int = -1  # epoch ms when the topic uses LogAppendTime, else -1
+    duplicate: bool = False
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
+
+
+class Committer:
+    """Appends batches to one topic table with offset fencing and idempotence."""
+
+    def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None) -> None:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        self.root = root
+        self.topic = topic
+        self.registry = registry or ProducerRegistry(root)
+        snap = load_snapshot(root, topic)
+        if snap.version < 0:
+            raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
+        try:
+            self._dt = DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options)
+        except TableNotFoundError:
+            raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}") from None
+        self.snapshot: TopicSnapshot = advance(root, snap, until_version=self._dt.version())
+        self._persisted_version = self.snapshot.version
+        self._stale = False
+
+    def refresh(self) -> None:
+        """Catch up with every commit made since our snapshot (ours and other writers')."""
+        self._dt.update_incremental()
+        advance(self.root, self.snapshot, until_version=self._dt.version())
+        self._stale = False
+        if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
+            self.persist()
+
+    def persist(self) -> None:
+        try:
+            self.snapshot.persist(self.root)
+            self._persisted_version = self.snapshot.version
+        except OSError as e:  # the index is a cache of the log: failing to save it loses nothing
+            log.warning("could not persist the index of %s: %s", self.topic, e)
+
+    def append(self, batches: list[PartitionBatch]) -> list[AppendResult | KafkaError]:
+        """Commit ``batches`` in one Delta commit; one result (or error) per batch, in order.
+
+        Errors of one batch (bad input, sequence, epoch) fail only that batch;
+        the others commit.  A batch is acknowledged only once its commit succeeded.
+        """
+        from deltalake.exceptions import CommitFailedError
+
+        if self._stale:
+            try:
+                self.refresh()
+            except Exception as e:
+                return [KafkaStorageError(f"refreshing {self.topic}: {e}")] * len(batches)
+        results: list[AppendResult | KafkaError | None] = [None] * len(batches)
+        static_ok = self._validate_static(batches, results)
+        attempts: dict[str, dict[int, AppendResult]] = {}  # commit id -> what it would acknowledge
+        plan: dict[int, list[tuple[int, int]]] = {}
+        rechecked = False
+        for attempt in range(MAX_ATTEMPTS):
+            landed = next((cid for cid in attempts if cid in self.snapshot.recent_commit_ids), None)
+            if landed is not None:  # an attempt whose outcome looked unknown did commit
+                return self._acknowledge(results, attempts[landed])
+            snap = self.snapshot
+            pending = [i for i in static_ok if results[i] is None]
+            plan, producer_rows, early = self._prepare(batches, pending)
+            if not rechecked and any(isinstance(r, _STATE_ERRORS) for r in early.values()):
+                # our view of producer state may predate another writer's commit: look again once
+                rechecked = True
+                outcome = self._refresh_or(None)
+                if isinstance(outcome, KafkaError):
+                    return self._fail_pending(results, {0: [(i, 0) for i in pending]}, outcome)
+                continue
+            for i, r in early.items():
+                results[i] = r
+            if not plan:
+                return results  # type: ignore[return-value]
+            append_time = int(time.time() * 1000)
+            commit_id = uuid.uuid4().hex
+            adds, leo = [], {}
+            try:
+                for partition, items in plan.items():
+                    table = self._segment_table(batches, items, snap, append_time)
+                    adds.append(write_segment(self.root, self.topic, partition, table))
+                    leo[partition] = items[-1][1] + batches[items[-1][0]].records.num_rows
+            except OSError as e:
+                delete_quietly(self.root, self.topic, [a.path for a in adds])
+                return self._fail_pending(results, plan, KafkaStorageError(f"writing segments of {self.topic}: {e}"))
+            attempts[commit_id] = {
+                i: AppendResult(partition, base, batches[i].records.num_rows,
+                                append_time if snap.config.log_append_time else -1)
+                for partition, items in plan.items() for i, base in items}
+            outcome = self._commit(adds, leo, producer_rows, commit_id)
+            if outcome is True:
+                return self._acknowledge(results, attempts[commit_id])
+            if outcome is None and commit_id in self.snapshot.recent_commit_ids:
+                return self._acknowledge(results, attempts[commit_id])
+            delete_quietly(self.root, self.topic, [a.path for a in adds])
+            if isinstance(outcome, KafkaError):
+                return self._fail_pending(results, plan, outcome)
+            time.sleep(min(0.002 * (2 ** attempt), 0.2) * (0.5 + uuid.uuid4().int % 1000 / 1000))
+        return self._fail_pending(results, plan, NotLeaderOrFollower(
+            f"gave up appending to {self.topic} partitions {sorted(plan)} after {MAX_ATTEMPTS} commit conflicts"))
+
+    @staticmethod
+    def _acknowledge(results, acked: dict[int, AppendResult]):
+        for i, r in acked.items():
+            results[i] = r
+        return results
+
+    # -- steps ----------------------------------------------------------------------------
+    def _validate_static(self, batches, results) -> list[int]:
+        snap, ok = self.snapshot, []
+        for i, b in enumerate(batches):
+            try:
+                if not 0 <= b.partition < snap.partition_count:
+                    raise UnknownTopicOrPartition(
+                        f"partition {b.partition} of topic {self.topic} does not exist "
+                        f"(the topic has {snap.partition_count} partitions)")
+                validate_records(b.records, snap.config, topic=self.topic, partition=b.partition)
+                ok.append(i)
+            except KafkaError as e:
+                results[i] = e
+        return ok
+
+    def _prepare(self, batches, pending):
+        """Validate producer state and assign offsets against the current snapshot."""
+        snap = self.snapshot
+        info = snap.producers.begin()
+        plan: dict[int, list[tuple[int, int]]] = {}
+        leo: dict[int, int] = {}
+        producer_rows: list[list[int]] = []
+        dups: dict[int, AppendResult | KafkaError] = {}
+        now = int(time.time() * 1000)
+        if any(batches[i].idempotent for i in pending):
+            self.registry.refresh()
+        for i in pending:
+            b = batches[i]
+            p = b.partition
+            n = b.records.num_rows
+            try:
+                if b.idempotent:
+                    transactional = self.registry.check(b.producer_id, b.producer_epoch)
+                    dup = info.check(topic=self.topic, partition=p, producer_id=b.producer_id,
+                                     epoch=b.producer_epoch, first_seq=b.base_sequence, count=n,
+                                     transactional=transactional)
+                    if dup is not None:
+                        dups[i] = AppendResult(p, dup.first_offset, dup.last_offset - dup.first_offset + 1,
+                                               duplicate=True)
+                        continue
+            except KafkaError as e:
+                dups[i] = e
+                continue
+            base = leo.get(p, snap.high_watermark(p))
+            leo[p] = base + n
+            plan.setdefault(p, []).append((i, base))
+            if b.idempotent:
+                meta = BatchMetadata(p, b.producer_id, b.producer_epoch, b.base_sequence,
+                                     last_sequence(b.base_sequence, n), base, base + n - 1, now)
+                info.record(meta)
+                producer_rows.append(meta.to_row())
+        return plan, producer_rows, dups
+
+    def _segment_table(self, batches, items, snap: TopicSnapshot, append_time_ms: int) -> pa.Table:
+        log_append = snap.config.log_append_time
+        ts_type = FILE_SCHEMA.field("timestamp").type
+        parts = []
+        for i, base in items:
+            b = batches[i]
+            n = b.records.num_rows
+            rec = b.records
+            if log_append:
+                ts = pa.array(np.full(n, append_time_ms * 1000, dtype=np.int64)).view(ts_type)
+            else:
+                ts = rec.column("timestamp")
+                if ts.null_count:
+                    ts = pc.fill_null(ts, pa.scalar(append_time_ms * 1000, pa.int64()).cast(ts_type))
+            if b.idempotent:
+                seq = (np.arange(n, dtype=np.int64) + b.base_sequence) % (2**31)
+            else:
+                seq = np.full(n, -1)
+            parts.append(pa.table(
+                {
+                    "offset": pa.array(np.arange(base, base + n, dtype=np.int64)),
+                    "timestamp": ts,
+                    "timestampType": pa.array(np.full(n, LOG_APPEND_TIME if log_append else CREATE_TIME, np.int32)),
+                    "key": rec.column("key"),
+                    "value": rec.column("value"),
+                    "headers": rec.column("headers"),
+                    "producerId": pa.array(np.full(n, b.producer_id, np.int64)),
+                    "producerEpoch": pa.array(np.full(n, b.producer_epoch, np.int16)),
+                    "sequence": pa.array(seq.astype(np.int32)),
+                },
+                schema=FILE_SCHEMA,
+            ))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _commit(self, adds, leo, producer_rows, commit_id) -> bool | KafkaError | None:
+        """True when committed; None to retry after a conflict; an error to give up."""
+        from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError
+
+        meta = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
+        if producer_rows:
+            meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
+        props = CommitProperties(
+            custom_metadata=meta,
+            app_transactions=[Transaction(leo_app(p), v) for p, v in leo.items()],
+            max_commit_retries=50,
+        )
+        try:
+            self._dt.create_write_transaction(adds, mode="append", schema=TABLE_SCHEMA,
+                                              partition_by=[PARTITION_COLUMN], commit_properties=props)
+        except CommitFailedError as e:
+            log.debug("commit conflict on %s: %s", self.topic, e)
+            return self._refresh_or(None)
+        except Exception as e:  # the outcome is unknown: the commit may have landed
+            log.warning("commit of %s failed ambiguously: %s", self.topic, e)
+            outcome = self._refresh_or(KafkaStorageError(f"committing to {self.topic}: {e}"))
+            if isinstance(outcome, KafkaError):
+                return outcome
+            return None  # the caller checks whether commit_id landed
+        try:
+            self.refresh()
+        except Exception as e:  # committed; catch up before the next append
+            log.warning("refresh of %s after a commit failed: %s", self.topic, e)
+            self._stale = True
+        return True
+
+    def _refresh_or(self, outcome):
+        try:
+            self.refresh()
+        except Exception as e:
+            return KafkaStorageError(f"refreshing {self.topic} after a commit: {e}")
+        return outcome
+
+    def _fail_pending(self, results, plan, error: KafkaError):
+        for items in plan.values():
+            for i, _ in items:
+                results[i] = error
+        return results

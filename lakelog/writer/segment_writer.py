@@ -1,0 +1,93 @@
+"""Writing one segment file: a partition's records, in offset order, as Parquet.
+
+A segment is written before the commit that makes it visible; until then it is
+an orphan that no reader can see (readers only follow the Delta log).  The
+returned :class:`~deltalake.transaction.AddAction` carries Delta statistics for
+``offset`` and ``timestamp`` (millisecond precision, rounded outwards so data
+skipping stays conservative).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.record_schema import FILE_SCHEMA, PARTITION_COLUMN
+from lakelog.segment_index import segment_file_name
+from lakelog.storage import StorageRoot
+
+ROW_GROUP_SIZE = 256 * 1024
+STATS_COLUMNS = ["offset", "timestamp"]
+
+
+def _iso_ms(us: int, *, ceil: bool) -> str:
+    ms = -((-us) // 1000) if ceil else us // 1000
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def segment_stats(table: pa.Table) -> str:
+    """Delta add-action statistics JSON for a segment table of :data:`FILE_SCHEMA`."""
+    offsets = table.column("offset")
+    ts = table.column("timestamp").cast(pa.int64())
+    omm, tmm = pc.min_max(offsets).as_py(), pc.min_max(ts).as_py()
+    return json.dumps(
+        {
+            "numRecords": table.num_rows,
+            "minValues": {"offset": omm["min"], "timestamp": _iso_ms(tmm["min"], ceil=False)},
+            "maxValues": {"offset": omm["max"], "timestamp": _iso_ms(tmm["max"], ceil=True)},
+            "nullCount": {"offset": 0, "timestamp": 0},
+        }
+    )
+
+
+def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table, *,
+                  data_change: bool = True, base_offset: int | None = None):
+    """Write ``table`` (:data:`FILE_SCHEMA`, offset order) as a new segment; return its AddAction.
+
+    ``base_offset`` defaults to the first record's offset; a compacted segment
+    passes the start of the range it covers.
+    """
+    from deltalake.transaction import AddAction
+
+    if table.schema != FILE_SCHEMA:
+        table = table.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+    base = int(table.column("offset")[0].as_py()) if base_offset is None else base_offset
+    rel = segment_file_name(partition, base, uuid.uuid4().hex)
+    path = root.path_for("topics", topic, rel)
+    fs = root.filesystem
+    if root.is_local:
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(
+        table,
+        path,
+        filesystem=fs,
+        compression="snappy",
+        use_dictionary=False,
+        write_statistics=STATS_COLUMNS,
+        row_group_size=ROW_GROUP_SIZE,
+    )
+    size = fs.get_file_info(path).size
+    return AddAction(
+        path=rel,
+        size=size,
+        partition_values={PARTITION_COLUMN: str(partition)},
+        modification_time=int(time.time() * 1000),
+        data_change=data_change,
+        stats=segment_stats(table),
+    )
+
+
+def delete_quietly(root: StorageRoot, topic: str, rel_paths: list[str]) -> None:
+    """Best-effort removal of files that never became visible (a failed commit's segments)."""
+    for rel in rel_paths:
+        try:
+            root.filesystem.delete_file(root.path_for("topics", topic, rel))
+        except OSError:
+            pass  # an orphan is harmless: never referenced, removed later by vacuum
