@@ -25,7 +25,7 @@ def test_create_describe_list_delete(log):
     log.alter_topic("orders", {"retention.ms": "5"}, partitions=5)
     d = log.describe_topic("orders")
     assert len(d.partitions) == 5 and d.configs["retention.ms"] == "5"
-    log.append("orders", [{"value": "new partition"}], partition=4)  # delta-rs reads our metadata commit
+    log.append("orders", [{"key": "k", "value": "new partition"}], partition=4)  # delta-rs reads our metadata commit
     assert log.describe_topic("orders").partitions[4].high_watermark == 1
     dt = DeltaTable(log.root.uri_for("topics", "orders"), storage_options=log.root.storage_options)
     assert dt.metadata().configuration["retention.ms"] == "5"
