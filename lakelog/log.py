@@ -68,20 +68,35 @@ class Log:
             self._snapshots.pop(name, None)
 
     def snapshot(self, topic: str) -> TopicSnapshot:
-        """The topic's latest committed state (advanced incrementally from the last one seen)."""
+        """The topic's latest committed state, advanced incrementally from the last one seen.
+
+        The returned snapshot is shared and must be treated as read-only (take
+        :meth:`TopicSnapshot.copy` to modify one).  When nothing was committed
+        since the cached version, this costs one existence probe.
+        """
         with self._lock:
             cached = self._snapshots.get(topic)
         if cached is None:
             snap = self.catalog.snapshot(topic)
         else:
+            if not self._has_commit(topic, cached.version + 1):
+                if cached.version >= 0 and not self._has_commit(topic, 0):
+                    with self._lock:
+                        self._snapshots.pop(topic, None)
+                    raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
+                return cached
             snap = advance(self.root, cached.copy())
-            if not self.catalog.exists(topic):
-                raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
         with self._lock:
             current = self._snapshots.get(topic)
             if current is None or current.version <= snap.version:
                 self._snapshots[topic] = snap
-        return snap.copy()
+        return snap
+
+    def _has_commit(self, topic: str, version: int) -> bool:
+        from pyarrow.fs import FileType
+
+        path = self.root.path_for("topics", topic, "_delta_log", f"{version:020d}.json")
+        return self.root.filesystem.get_file_info(path).type == FileType.File
 
     # -- produce ------------------------------------------------------------------------------
     def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:

@@ -100,6 +100,7 @@ class TopicSnapshot:
         self.txns = txns
         self.producers = producers
         self.recent_commit_ids: dict[str, int] = {}
+        self.persisted_version = -1  # version of the index file this snapshot was loaded from
 
     # -- derived values -----------------------------------------------------------------
     @property
@@ -281,6 +282,8 @@ def load_snapshot(root: StorageRoot, topic: str, *, base: TopicSnapshot | None =
     table_path = root.path_for("topics", topic)
     if snap is None:
         snap = TopicSnapshot(topic, -1, {}, SegmentIndex(), {}, ProducerStateManager())
+    elif base is None:
+        snap.persisted_version = snap.version
     try:
         for commit in read_tail(root.filesystem, table_path, snap.version):
             snap.apply(commit)

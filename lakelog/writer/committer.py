@@ -99,8 +99,10 @@ class Committer:
         except TableNotFoundError:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}") from None
         self.snapshot: TopicSnapshot = advance(root, snap, until_version=self._dt.version())
-        self._persisted_version = self.snapshot.version
+        self._persisted_version = snap.persisted_version
         self._stale = False
+        if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
+            self.persist()  # spare the next reader replaying the same long tail
 
     def refresh(self) -> None:
         """Catch up with every commit made since our snapshot (ours and other writers')."""
