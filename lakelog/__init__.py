@@ -5,16 +5,35 @@ The public API::
     from lakelog import Log, PartitionBatch, AppendResult, KafkaError
 """
 
-from lakelog.catalog import PartitionInfo, TopicDescription
-from lakelog.errors import KafkaError, error_for_code
-from lakelog.log import Log
-from lakelog.producer_ids import ProducerIdentity
-from lakelog.reader.log_reader import FetchResult
-from lakelog.segment_index import Segment
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import TOPIC_CONFIGS, TopicConfig
-from lakelog.writer.accumulator import RecordAccumulator
-from lakelog.writer.committer import AppendResult, PartitionBatch
+# Names resolve lazily (PEP 562) so ``import lakelog.errors`` or ``lakelog --help`` do not pay for pyarrow/deltalake.
+_EXPORTS = {
+    "PartitionInfo": "lakelog.catalog", "TopicDescription": "lakelog.catalog",
+    "KafkaError": "lakelog.errors", "error_for_code": "lakelog.errors",
+    "Log": "lakelog.log",
+    "ProducerIdentity": "lakelog.producer_ids",
+    "FetchResult": "lakelog.reader.log_reader",
+    "Segment": "lakelog.segment_index",
+    "StorageRoot": "lakelog.storage",
+    "TOPIC_CONFIGS": "lakelog.topic_config", "TopicConfig": "lakelog.topic_config",
+    "RecordAccumulator": "lakelog.writer.accumulator",
+    "AppendResult": "lakelog.writer.committer", "PartitionBatch": "lakelog.writer.committer",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lakelog' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "AppendResult", "FetchResult", "KafkaError", "Log", "PartitionBatch", "PartitionInfo", "ProducerIdentity",

@@ -78,11 +78,13 @@ class Catalog:
         return self.root.uri_for("topics", validate_topic_name(name))
 
     def exists(self, name: str) -> bool:
+        """Whether the topic's table exists: its first commit, or a checkpoint once log cleanup removed that."""
         from pyarrow.fs import FileType
 
-        info = self.root.filesystem.get_file_info(
-            self.root.path_for("topics", validate_topic_name(name), "_delta_log", f"{0:020d}.json"))
-        return info.type == FileType.File
+        log_dir = self.root.path_for("topics", validate_topic_name(name), "_delta_log")
+        if self.root.filesystem.get_file_info(f"{log_dir}/{0:020d}.json").type == FileType.File:
+            return True
+        return self.root.filesystem.get_file_info(f"{log_dir}/_last_checkpoint").type == FileType.File
 
     def create(self, name: str, partitions: int = 1, configs: dict | None = None) -> TopicDescription:
         """Create a topic; ``TOPIC_ALREADY_EXISTS`` if it exists. Nothing is written on a bad argument."""

@@ -237,6 +237,24 @@ class NotLeaderOrFollower(KafkaError):
     code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
 
 
+class NetworkException(KafkaError):
+    """The connection to the server failed before a response was received; the request may be retried."""
+
+    code, name, retriable = 13, "NETWORK_EXCEPTION", True
+
+
+class OffsetMetadataTooLarge(KafkaError):
+    """The metadata string of an offset commit is longer than ``offset.metadata.max.bytes``."""
+
+    code, name = 12, "OFFSET_METADATA_TOO_LARGE"
+
+
+class SaslAuthenticationFailed(KafkaError):
+    """The client presented no credentials, or credentials that are not known."""
+
+    code, name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = []
     for sub in cls.__subclasses__():

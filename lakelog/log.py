@@ -59,7 +59,12 @@ class Log:
 
     def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,
                     partitions: int | None = None) -> TopicDescription:
-        return self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
+        desc = self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
+        with self._lock:
+            committer = self._committers.get(name, (None, None))[1]
+        if committer is not None:
+            committer._stale = True  # the next append refreshes first: it is validated against the new configs
+        return desc
 
     def delete_topic(self, name: str) -> None:
         self.catalog.delete(name)
@@ -80,7 +85,7 @@ class Log:
             snap = self.catalog.snapshot(topic)
         else:
             if not self._has_commit(topic, cached.version + 1):
-                if cached.version >= 0 and not self._has_commit(topic, 0):
+                if cached.version >= 0 and not self.catalog.exists(topic):
                     with self._lock:
                         self._snapshots.pop(topic, None)
                     raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")

@@ -18,6 +18,7 @@ immutable snapshot.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -72,11 +73,13 @@ class _PartitionSegments:
     def rebuild(self) -> None:
         self.segments.sort(key=lambda s: s.base_offset)
         self.bases = [s.base_offset for s in self.segments]
-        running, prefix = -(2**63), []
-        for s in self.segments:
-            running = max(running, s.max_timestamp)
-            prefix.append(running)
-        self.max_ts_prefix = prefix
+        self.max_ts_prefix = list(itertools.accumulate((s.max_timestamp for s in self.segments), max))
+
+    def copy(self) -> "_PartitionSegments":
+        other = _PartitionSegments()
+        other.segments, other.bases, other.max_ts_prefix = (list(self.segments), list(self.bases),
+                                                             list(self.max_ts_prefix))
+        return other
 
 
 class SegmentIndex:
@@ -88,6 +91,19 @@ class SegmentIndex:
         self._dirty: set[int] = set()
         for s in segments:
             self.add(s)
+
+    @classmethod
+    def _from_distinct(cls, by_path: dict[str, Segment]) -> "SegmentIndex":
+        """An index of ``by_path`` (distinct paths) in one pass; each partition is sorted on first lookup."""
+        index = cls()
+        index._by_path = by_path
+        for seg in by_path.values():
+            part = index._parts.get(seg.partition)
+            if part is None:
+                part = index._parts[seg.partition] = _PartitionSegments()
+            part.segments.append(seg)
+        index._dirty = set(index._parts)
+        return index
 
     # -- mutation -----------------------------------------------------------------
     def add(self, seg: Segment) -> None:
@@ -141,6 +157,11 @@ class SegmentIndex:
     def get(self, path: str) -> Segment | None:
         return self._by_path.get(path)
 
+    def segment_at(self, partition: int, position: int) -> Segment | None:
+        """The segment at ``position`` in :meth:`segments` order (None outside), without copying the list."""
+        part = self._part(partition)
+        return part.segments[position] if part and 0 <= position < len(part.segments) else None
+
     def segment_position(self, partition: int, offset: int) -> int:
         """Index (in :meth:`segments` order) of the segment covering ``offset``: the last with base <= offset.
 
@@ -192,8 +213,14 @@ class SegmentIndex:
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> "SegmentIndex":
-        rows = table.select(INDEX_SCHEMA.names).to_pylist()
-        return cls(Segment(**r) for r in rows)
+        # column-wise and positional: INDEX_SCHEMA lists Segment's fields in order
+        columns = [table.column(name).to_pylist() for name in INDEX_SCHEMA.names]
+        return cls._from_distinct({s.path: s for s in map(Segment, *columns)})
 
     def copy(self) -> "SegmentIndex":
-        return SegmentIndex(self._by_path.values())
+        """An independent index (segments are immutable and shared): O(segments) list copies, no re-sorting."""
+        index = SegmentIndex()
+        index._by_path = dict(self._by_path)
+        index._parts = {p: part.copy() for p, part in self._parts.items()}
+        index._dirty = set(self._dirty)
+        return index

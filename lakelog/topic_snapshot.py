@@ -250,7 +250,7 @@ def rebuild_from_delta(root: StorageRoot, topic: str) -> TopicSnapshot:
     n = int(configuration.get(PARTITIONS_PROPERTY, "1"))
     txns: dict[str, int] = {}
     for p in range(n):
-        for app in (leo_app(p), lso_app(p)):
+        for app in (leo_app(p), lso_app(p), f"{CHECKPOINT_APP}{p}"):  # the cleaner checkpoint too
             v = dt.transaction_version(app)
             if v is not None:
                 txns[app] = int(v)

@@ -13,6 +13,10 @@ commit metadata), and every commit carries a unique ``lakelog.commitId`` so a
 commit whose outcome is unknown (the store failed after the write) is
 recognised on refresh and never applied twice.
 
+On local roots the commit file is written directly (:meth:`Committer._commit_direct`)
+with the actions and conflict rule delta-rs would use, and applied to our
+snapshot from what we wrote; on object stores delta-rs commits.
+
 Not thread-safe: one thread at a time (the accumulator's sender, or callers
 serialised by :class:`~lakelog.log.Log`).
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,14 +35,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
-                            OutOfOrderSequenceNumber, ProducerFenced, UnknownTopicOrPartition)
+                            OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
+from lakelog.delta_commit import CommitConflict
+from lakelog.delta_log import Commit, LogTailGone, encode_actions, put_commit, read_tail
 from lakelog.producer_ids import ProducerRegistry
 from lakelog.producer_state import BatchMetadata, last_sequence
 from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage import StorageRoot
 from lakelog.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
                                     leo_app, load_snapshot)
-from lakelog.writer.records import validate_records
+from lakelog.writer.records import INPUT_SCHEMA, normalize_records, validate_records
 from lakelog.writer.segment_writer import delete_quietly, write_segment
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,19 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20
 _STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced)
 PERSIST_EVERY = 64
+# On local roots a commit is written directly (put_commit): delta-rs's commit re-derives the
+# table snapshot after every commit and our refresh derives it again -- two log replays that grow
+# with live files and commits since the checkpoint (see BENCHMARKS.md).  False: always delta-rs.
+DIRECT_COMMITS = True
+MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
+DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
+ENGINE = "lakelog-direct-commit"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
+
+
+def _describe(e: Exception) -> str:
+    """delta-rs's error text on one line, without its terminal colours and arrows."""
+    return " ".join(_ANSI.sub(" ", str(e)).split())
 
 
 @dataclass
@@ -52,10 +72,14 @@ class PartitionBatch:
     """Records for one partition, optionally from an idempotent producer."""
 
     partition: int
-    records: pa.Table  # lakelog.writer.records.INPUT_SCHEMA
+    records: pa.Table  # lakelog.writer.records.INPUT_SCHEMA (other accepted input is normalised on creation)
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.records, pa.Table) or self.records.schema != INPUT_SCHEMA:
+            self.records = normalize_records(self.records)
 
     @property
     def idempotent(self) -> bool:
@@ -101,13 +125,20 @@ class Committer:
         self.snapshot: TopicSnapshot = advance(root, snap, until_version=self._dt.version())
         self._persisted_version = snap.persisted_version
         self._stale = False
+        self._direct = DIRECT_COMMITS and root.is_local and _direct_commits_supported(self._dt)
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
     def refresh(self) -> None:
         """Catch up with every commit made since our snapshot (ours and other writers')."""
-        self._dt.update_incremental()
-        advance(self.root, self.snapshot, until_version=self._dt.version())
+        # Stale until handle and snapshot agree: committing through a handle newer than the
+        # snapshot would skip delta-rs's conflict check against the commits in between.
+        self._stale = True
+        if self._direct:  # no delta-rs handle to keep in step: our commits do not go through it
+            advance(self.root, self.snapshot)
+        else:
+            self._dt.update_incremental()
+            advance(self.root, self.snapshot, until_version=self._dt.version())
         self._stale = False
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()
@@ -171,13 +202,13 @@ class Committer:
                                 append_time if snap.config.log_append_time else -1)
                 for partition, items in plan.items() for i, base in items}
             outcome = self._commit(adds, leo, producer_rows, commit_id)
-            if outcome is True:
+            if outcome is True or commit_id in self.snapshot.recent_commit_ids:
                 return self._acknowledge(results, attempts[commit_id])
-            if outcome is None and commit_id in self.snapshot.recent_commit_ids:
-                return self._acknowledge(results, attempts[commit_id])
-            delete_quietly(self.root, self.topic, [a.path for a in adds])
             if isinstance(outcome, KafkaError):
+                # The attempt's outcome is unknown or unconfirmed (a lost response, a stalled PUT that may
+                # still land): its files may yet be referenced, so they stay (orphans are never read).
                 return self._fail_pending(results, plan, outcome)
+            delete_quietly(self.root, self.topic, [a.path for a in adds])  # lost a conflict: can never land
             time.sleep(min(0.002 * (2 ** attempt), 0.2) * (0.5 + uuid.uuid4().int % 1000 / 1000))
         return self._fail_pending(results, plan, NotLeaderOrFollower(
             f"gave up appending to {self.topic} partitions {sorted(plan)} after {MAX_ATTEMPTS} commit conflicts"))
@@ -190,6 +221,8 @@ class Committer:
 
     # -- steps ----------------------------------------------------------------------------
     def _validate_static(self, batches, results) -> list[int]:
+        if any(not 0 <= b.partition < self.snapshot.partition_count for b in batches):
+            self._refresh_or(None)  # partitions may have been added (topics alter) since our snapshot
         snap, ok = self.snapshot, []
         for i, b in enumerate(batches):
             try:
@@ -283,6 +316,8 @@ class Committer:
         meta = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
         if producer_rows:
             meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
+        if self._direct:
+            return self._commit_direct(adds, leo, meta)
         props = CommitProperties(
             custom_metadata=meta,
             app_transactions=[Transaction(leo_app(p), v) for p, v in leo.items()],
@@ -296,16 +331,80 @@ class Committer:
             return self._refresh_or(None)
         except Exception as e:  # the outcome is unknown: the commit may have landed
             log.warning("commit of %s failed ambiguously: %s", self.topic, e)
-            outcome = self._refresh_or(KafkaStorageError(f"committing to {self.topic}: {e}"))
+            outcome = self._refresh_or(None)
             if isinstance(outcome, KafkaError):
                 return outcome
-            return None  # the caller checks whether commit_id landed
+            if commit_id in self.snapshot.recent_commit_ids:
+                return True  # it landed; only the response was lost
+            error = RequestTimedOut if "timed out" in str(e).lower() else KafkaStorageError
+            return error(f"committing to {self.topic} failed (not visible; retry): {_describe(e)}")
         try:
             self.refresh()
         except Exception as e:  # committed; catch up before the next append
             log.warning("refresh of %s after a commit failed: %s", self.topic, e)
             self._stale = True
         return True
+
+    def _commit_direct(self, adds, leo, meta) -> bool | KafkaError | None:
+        """Commit by creating ``_delta_log/<snapshot version + 1>.json`` ourselves (local roots).
+
+        The actions are the ones delta-rs would write, and so is the conflict rule:
+        when another commit took the version, it is replayed and we retry at the
+        next version -- unless it set one of our ``lakelog.leo.<P>`` app ids or
+        changed the table's metadata or protocol; then the caller re-plans
+        (None).  On success our own commit is applied to the snapshot from what we
+        wrote: nothing is re-read, and no delta-rs snapshot is rebuilt.
+        """
+        now = int(time.time() * 1000)
+        info = {"timestamp": now, "operation": "WRITE",
+                "operationParameters": {"mode": "Append", "partitionBy": json.dumps([PARTITION_COLUMN])},
+                "engineInfo": ENGINE, "clientVersion": ENGINE, "isBlindAppend": True, **meta}
+        added = [{"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
+                  "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
+                 for a in adds]
+        txns = {leo_app(p): v for p, v in leo.items()}
+        body = encode_actions([{"commitInfo": info}, *({"add": a} for a in added),
+                               *({"txn": {"appId": app, "version": v, "lastUpdated": now}} for app, v in txns.items())])
+        table_path = self.root.path_for("topics", self.topic)
+        for _ in range(MAX_COMMIT_RETRIES):
+            version = self.snapshot.version + 1
+            try:
+                put_commit(table_path, version, body)
+            except CommitConflict:
+                try:
+                    winners = list(read_tail(self.root.filesystem, table_path, self.snapshot.version))
+                    for commit in winners:
+                        self.snapshot.apply(commit)
+                except (LogTailGone, OSError, ValueError) as e:
+                    log.debug("replaying the commits that beat ours on %s: %s", self.topic, e)
+                    return self._refresh_or(None)
+                if meta[COMMIT_ID_KEY] in self.snapshot.recent_commit_ids:
+                    return True
+                if any(c.protocol is not None for c in winners):
+                    self._direct = False  # a protocol we may not speak: leave it to delta-rs
+                    return self._refresh_or(None)
+                if any(c.configuration is not None or txns.keys() & c.txns.keys() for c in winners):
+                    return None  # our offsets or validation may be stale: re-plan
+                continue
+            except OSError as e:  # the link was not made: nothing became visible
+                return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
+            self.snapshot.apply(Commit(version, adds=added, txns=txns, commit_info=info))
+            self._after_direct_commit(version)
+            return True
+        return None
+
+    def _after_direct_commit(self, version: int) -> None:
+        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
+        interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        if version % interval == 0:
+            try:
+                self._dt.update_incremental()
+                self._dt.create_checkpoint()
+                self._dt.cleanup_metadata()
+            except Exception as e:  # a checkpoint only speeds up readers; the commit stands
+                log.warning("checkpoint of %s at version %d failed: %s", self.topic, version, _describe(e))
+        if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
+            self.persist()
 
     def _refresh_or(self, outcome):
         try:
@@ -319,3 +418,9 @@ class Committer:
             for i, _ in items:
                 results[i] = error
         return results
+
+
+def _direct_commits_supported(dt) -> bool:
+    """Whether the table's protocol asks nothing of an appender beyond plain adds (writer version <= 2)."""
+    protocol = dt.protocol()
+    return protocol.min_writer_version <= 2 and not protocol.writer_features

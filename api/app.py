@@ -1,0 +1,92 @@
+"""The FastAPI front: ``create_app(settings)``.
+
+The lifespan owns every shared object -- the :class:`~lakelog.Log`, the
+group-commit :class:`~lakelog.RecordAccumulator`, the
+:class:`~lakelog.consumer_offsets.OffsetStore`, the topic metadata cache --
+and closes them on shutdown (pending appends are committed first).  Nothing is
+global: two apps in one process share nothing.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from lakelog import Log, __version__
+from lakelog.consumer_offsets import OffsetStore
+
+from api.auth import Authorizer
+from api.body_limit import BodyLimit
+from api.errors import install_error_handlers
+from api.metrics import Metrics, RequestTimer
+from api.routers import fetch, groups, health, producers, records, topics
+from api.schemas import PRODUCE_BODY
+from api.services.produce import ProduceService
+from api.services.topic_metadata import TopicMetadata
+from api.settings import Settings
+
+DESCRIPTION = """Kafka's produce, fetch, topic admin and offset commits over HTTP, on a lakelog root.
+
+Every error body is `{"error_code", "error_name", "message"}` with Kafka's error code; see docs/http.md."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A front over ``settings.root``; a bad auth file fails here, before anything starts."""
+    settings = settings or Settings.from_env()
+    authorizer = Authorizer.from_file(settings.auth_file) if settings.auth_file else Authorizer.open()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log = Log(settings.root, storage_options=settings.storage_options or None)
+        accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
+                                      buffer_memory=settings.buffer_memory, on_commit=metrics.on_commit)
+        metrics.watch_accumulator(lambda: accumulator.buffered_bytes, settings.buffer_memory)
+        metadata = TopicMetadata(log, settings.metadata_max_age_ms)
+        app.state.log = log
+        app.state.accumulator = accumulator
+        app.state.metadata = metadata
+        app.state.offsets = await run_in_threadpool(OffsetStore, log, accumulator=accumulator)
+        app.state.produce = ProduceService(log, accumulator, metadata, metrics)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(accumulator.close)
+            await run_in_threadpool(log.close)
+
+    app = FastAPI(title="lakelog", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url="/docs")
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.authorizer = authorizer
+    install_error_handlers(app)
+    for module in (health, topics, records, fetch, producers, groups):
+        app.include_router(module.router)
+    if settings.bench_endpoints:
+        from api.routers import bench
+
+        app.include_router(bench.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestTimer, metrics=metrics)
+    _document_produce_body(app)
+    return app
+
+
+def _document_produce_body(app: FastAPI) -> None:
+    """Add the produce body's JSON schema (a pydantic TypedDict union, parsed by hand) to the OpenAPI document."""
+    base = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = base()
+            body = PRODUCE_BODY.json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(body.pop("$defs", {}))
+            components["ProduceBody"] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

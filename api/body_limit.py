@@ -1,0 +1,54 @@
+"""Request body size limit: 413 ``MESSAGE_TOO_LARGE`` above ``Settings.max_request_bytes``.
+
+A declared ``Content-Length`` over the limit is refused before any of the body
+is read; a chunked body is counted as it streams and refused the moment it
+passes the limit.  Either way nothing of the request is processed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakelog.errors import MessageTooLarge
+
+from api.errors import error_response
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyLimit:
+    """Pure-ASGI middleware enforcing the request body limit."""
+
+    def __init__(self, app: "ASGIApp", max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self, size: int | str) -> MessageTooLarge:
+        return MessageTooLarge(f"the request body ({size} bytes) is larger than the front's limit of "
+                               f"{self.max_bytes} bytes (max_request_bytes)")
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.max_bytes:
+                    await error_response(self._too_large(declared))(scope, receive, send)
+                    return
+        seen = [0]
+
+        async def limited_receive() -> "Message":
+            message = await receive()
+            if message["type"] == "http.request":
+                seen[0] += len(message.get("body", b""))
+                if seen[0] > self.max_bytes:
+                    raise self._too_large(f"more than {seen[0]}")
+            return message
+
+        await self.app(scope, limited_receive, send)

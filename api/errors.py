@@ -1,0 +1,118 @@
+"""One mapping from lakelog's typed errors to HTTP statuses, and the handlers that apply it.
+
+Every error body is ``{"error_code": <Kafka code>, "error_name": "...", "message": "..."}``.
+The status depends only on the Kafka error (see :data:`STATUS_BY_CODE`); back-pressure
+and retriable storage errors carry ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lakelog import errors as E
+
+if TYPE_CHECKING:
+    from api.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class UnsupportedContentType(E.InvalidRequest):
+    """The request's Content-Type is not one this endpoint accepts (HTTP 415)."""
+
+
+STATUS_BY_CODE: dict[int, int] = {
+    E.InvalidRequest.code: 400,
+    E.InvalidTopic.code: 400,
+    E.InvalidConfig.code: 400,
+    E.InvalidPartitions.code: 400,
+    E.InvalidTimestamp.code: 400,
+    E.InvalidRecord.code: 400,
+    E.CorruptRecord.code: 400,
+    E.InvalidFetchSize.code: 400,
+    E.InvalidGroupId.code: 400,
+    E.OffsetMetadataTooLarge.code: 400,
+    E.SaslAuthenticationFailed.code: 401,
+    E.TopicAuthorizationFailed.code: 403,
+    E.GroupAuthorizationFailed.code: 403,
+    E.ClusterAuthorizationFailed.code: 403,
+    E.UnknownTopicOrPartition.code: 404,
+    E.GroupIdNotFound.code: 404,
+    E.TopicAlreadyExists.code: 409,
+    E.OutOfOrderSequenceNumber.code: 409,
+    E.InvalidProducerEpoch.code: 409,
+    E.ProducerFenced.code: 409,
+    E.UnknownProducerId.code: 409,
+    E.NonEmptyGroup.code: 409,
+    E.MessageTooLarge.code: 413,
+    E.RecordListTooLarge.code: 413,
+    E.OffsetOutOfRange.code: 416,
+    E.ThrottlingQuotaExceeded.code: 429,
+    E.KafkaStorageError.code: 503,
+    E.RequestTimedOut.code: 503,
+    E.NotLeaderOrFollower.code: 503,
+    E.ConcurrentTransactions.code: 503,
+}
+
+
+def status_for(error: E.KafkaError) -> int:
+    if isinstance(error, UnsupportedContentType):
+        return 415
+    return STATUS_BY_CODE.get(error.code, 503 if error.retriable else 500)
+
+
+def error_response(error: E.KafkaError, retry_after_s: int = 1, status: int | None = None) -> JSONResponse:
+    status = status or status_for(error)
+    headers = {}
+    if status in (429, 503):
+        headers["Retry-After"] = str(retry_after_s)
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(error.to_dict(), status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map KafkaError, request validation errors, HTTP errors and anything unexpected to error bodies."""
+
+    def metrics(request: Request) -> "Metrics | None":
+        return getattr(request.app.state, "metrics", None)
+
+    def retry_after(request: Request) -> int:
+        settings = getattr(request.app.state, "settings", None)
+        return settings.retry_after_s if settings is not None else 1
+
+    async def on_kafka_error(request: Request, exc: E.KafkaError) -> JSONResponse:
+        m = metrics(request)
+        if m is not None:
+            m.count_error(exc)
+        return error_response(exc, retry_after(request))
+
+    async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return await on_kafka_error(request, E.InvalidRequest(_describe_validation(exc)))
+
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        err = E.InvalidRequest(str(exc.detail))
+        return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return await on_kafka_error(request, E.UnknownServerError(f"{type(exc).__name__}: {exc}"))
+
+    app.add_exception_handler(E.KafkaError, on_kafka_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(x) for x in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg')}")
+    return "malformed request: " + "; ".join(parts) if parts else "malformed request"

@@ -1,0 +1,31 @@
+"""Fetch for non-Spark consumers: ``GET /v1/topics/{topic}/partitions/{p}/records``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from api.auth import Principal
+from api.deps import LogDep, topic_acl
+from api.schemas import INT32_MAX, INT64_MAX, Encoding, FetchOut, error_responses
+from api.services.fetch import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, fetch_records
+
+router = APIRouter(prefix="/v1/topics", tags=["fetch"])
+
+
+@router.get("/{topic}/partitions/{partition}/records", response_model=FetchOut,
+            responses=error_responses(400, 401, 403, 404, 416))
+def fetch(
+    topic: str,
+    partition: Annotated[int, Path(ge=0, le=INT32_MAX)],
+    log: LogDep,
+    _: Annotated[Principal, Depends(topic_acl("Read"))],
+    offset: Annotated[int, Query(ge=-INT64_MAX, le=INT64_MAX, description="first offset to return")],
+    max_records: Annotated[int, Query(ge=1, le=100_000)] = DEFAULT_MAX_RECORDS,
+    max_bytes: Annotated[int, Query(ge=1, le=1 << 30)] = DEFAULT_MAX_BYTES,
+    encoding: Encoding = "utf8",
+) -> dict:
+    """Committed records from ``offset`` (416 ``OFFSET_OUT_OF_RANGE`` outside [log start offset, high watermark])."""
+    return fetch_records(log, topic, partition, offset, max_records=max_records, max_bytes=max_bytes,
+                         encoding=encoding)

@@ -1,0 +1,51 @@
+"""Consumer groups' committed offsets (stored in ``__consumer_offsets``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from api.auth import GROUP, TOPIC, Principal
+from api.deps import AuthorizerDep, MetadataDep, OffsetStoreDep, PrincipalDep, group_acl
+from api.schemas import GroupDeleted, GroupList, OffsetCommit, OffsetCommitOut, OffsetFetchOut, error_responses
+from api.services.offsets import commit_offsets, fetch_offsets
+
+router = APIRouter(prefix="/v1/groups", tags=["groups"])
+
+
+@router.get("", response_model=GroupList, responses=error_responses(401))
+def list_groups(store: OffsetStoreDep, principal: PrincipalDep, authorizer: AuthorizerDep) -> dict:
+    """Groups with committed offsets that the caller may Describe."""
+    return {"groups": [g for g in store.list_groups() if authorizer.allowed(principal, "Describe", GROUP, g)]}
+
+
+@router.post("/{group}/offsets", response_model=OffsetCommitOut, responses=error_responses(400, 401, 403, 404))
+def commit(group: str, body: OffsetCommit, store: OffsetStoreDep, metadata: MetadataDep,
+           principal: Annotated[Principal, Depends(group_acl("Read"))], authorizer: AuthorizerDep) -> dict:
+    """Kafka's OffsetCommit: Read on the group and on every topic; all or nothing."""
+    for o in body.offsets:
+        authorizer.authorize(principal, "Read", TOPIC, o.topic)
+    done = commit_offsets(store, metadata, group, [(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets])
+    return {"group": group, "offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset,
+                                         "metadata": e.metadata, "commit_timestamp": e.commit_timestamp}
+                                        for e in done]}
+
+
+@router.get("/{group}/offsets", response_model=OffsetFetchOut, responses=error_responses(400, 401, 403))
+def fetch(group: str, store: OffsetStoreDep, metadata: MetadataDep,
+          principal: Annotated[Principal, Depends(group_acl("Describe"))], authorizer: AuthorizerDep,
+          topic: str | None = None) -> dict:
+    """Kafka's OffsetFetch plus lag (high watermark - committed) per partition."""
+    if topic is not None:
+        authorizer.authorize(principal, "Describe", TOPIC, topic)
+    offsets = fetch_offsets(store, metadata, group, topic,
+                            lambda t: authorizer.allowed(principal, "Describe", TOPIC, t))
+    return {"group": group, "offsets": offsets}
+
+
+@router.delete("/{group}", response_model=GroupDeleted, responses=error_responses(400, 401, 403))
+def delete_group(group: str, store: OffsetStoreDep,
+                 _: Annotated[Principal, Depends(group_acl("Delete"))]) -> dict:
+    """Kafka's DeleteGroups: drop every committed offset of the group."""
+    return {"group": group, "deleted_offsets": store.delete_group(group)}

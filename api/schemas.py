@@ -1,0 +1,259 @@
+"""Request and response bodies of the HTTP API (pydantic), grouped by resource.
+
+Produce bodies are ``TypedDict``s validated straight from the JSON bytes by
+pydantic-core (:data:`PRODUCE_BODY`): building model objects for thousands of
+records per request would cost more than the rest of the request.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from typing_extensions import NotRequired, TypedDict
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Int64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Encoding = Literal["utf8", "base64"]
+ConfigValue = Union[str, int, float]
+_FORBID = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every error response."""
+
+    error_code: int = Field(description="Kafka error code (org.apache.kafka.common.protocol.Errors)")
+    error_name: str
+    message: str
+
+
+# -- produce -------------------------------------------------------------------------------
+class HeaderIn(TypedDict):
+    __pydantic_config__ = _FORBID  # type: ignore[misc]
+    key: str
+    value: NotRequired[str | None]
+
+
+class RecordIn(TypedDict, total=False):
+    """A record of an idempotent batch (its partition is the batch's)."""
+
+    __pydantic_config__ = _FORBID  # type: ignore[misc]
+    key: str | None
+    value: str | None
+    headers: list[HeaderIn] | None
+    timestamp: Int64 | None
+
+
+class SimpleRecordIn(RecordIn, total=False):
+    """A record of the simple form; without ``partition`` the server partitions it."""
+
+    partition: Int32 | None
+
+
+class SimpleProduce(TypedDict):
+    """Records the server partitions: explicit partition, else murmur2(key), else sticky."""
+
+    __pydantic_config__ = _FORBID  # type: ignore[misc]
+    records: list[SimpleRecordIn]
+    encoding: NotRequired[Encoding]
+
+
+class ProducerBatchIn(TypedDict):
+    __pydantic_config__ = _FORBID  # type: ignore[misc]
+    partition: Int32
+    base_sequence: Int32
+    records: list[RecordIn]
+
+
+class IdempotentProduce(TypedDict):
+    """Batches of an idempotent producer (from ``POST /v1/producers``), one sequence range each."""
+
+    __pydantic_config__ = _FORBID  # type: ignore[misc]
+    producer_id: Int64
+    producer_epoch: Annotated[int, Field(ge=0, le=32767)]
+    batches: list[ProducerBatchIn]
+    encoding: NotRequired[Encoding]
+
+
+def _produce_form(value: Any) -> str:
+    return "idempotent" if isinstance(value, dict) and "batches" in value else "simple"
+
+
+ProduceBody = Annotated[
+    Union[Annotated[SimpleProduce, Tag("simple")], Annotated[IdempotentProduce, Tag("idempotent")]],
+    Discriminator(_produce_form),
+]
+PRODUCE_BODY: TypeAdapter = TypeAdapter(ProduceBody)
+
+
+class PartitionResult(BaseModel):
+    """Where one partition batch landed (one entry of Kafka's ProduceResponse)."""
+
+    partition: int
+    base_offset: int = Field(description="offset of the batch's first record; -1 on error")
+    record_count: int
+    log_append_time: int = Field(description="commit time (epoch ms) if the topic uses LogAppendTime, else -1")
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    error_code: int = Field(description="0 when the batch is committed")
+    error_name: str | None = None
+    message: str | None = None
+    duplicate: bool = Field(description="an idempotent retry answered with the original batch's offsets")
+
+
+class ProduceResponse(BaseModel):
+    topic: str
+    results: list[PartitionResult]
+
+
+class ProduceAccepted(BaseModel):
+    """``acks=0``: the request was validated and queued, not yet committed."""
+
+    topic: str
+    accepted_records: int
+
+
+# -- topics -------------------------------------------------------------------------------
+class TopicCreate(BaseModel):
+    model_config = _FORBID
+    name: str
+    partitions: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)] = 1
+    configs: dict[str, ConfigValue] = Field(default_factory=dict)
+
+
+class TopicAlter(BaseModel):
+    model_config = _FORBID
+    configs: dict[str, ConfigValue] | None = None
+    partitions: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)] | None = Field(
+        default=None, description="new partition count (increase only)")
+
+
+class PartitionOut(BaseModel):
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    segments: int
+    bytes: int
+    records: int
+
+
+class TopicOut(BaseModel):
+    name: str
+    partitions: list[PartitionOut]
+    configs: dict[str, str]
+    overrides: dict[str, str]
+    version: int
+
+
+class TopicList(BaseModel):
+    topics: list[str]
+
+
+class DeleteRecords(BaseModel):
+    model_config = _FORBID
+    before_offset: Annotated[int, Field(ge=-1, le=INT64_MAX)] = Field(
+        description="new log start offset; -1 = the high watermark")
+
+
+class DeleteRecordsOut(BaseModel):
+    topic: str
+    partition: int
+    log_start_offset: int
+
+
+# -- producers ----------------------------------------------------------------------------
+class ProducerInit(BaseModel):
+    model_config = _FORBID
+    transactional_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+
+
+class ProducerOut(BaseModel):
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None = None
+
+
+# -- fetch --------------------------------------------------------------------------------
+class HeaderOut(BaseModel):
+    key: str
+    value: str | None
+
+
+class RecordOut(BaseModel):
+    offset: int
+    timestamp: int = Field(description="epoch ms")
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    key: str | None
+    value: str | None
+    headers: list[HeaderOut] | None
+    producer_id: int
+    sequence: int
+
+
+class FetchOut(BaseModel):
+    topic: str
+    partition: int
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+    encoding: Encoding
+    records: list[RecordOut]
+
+
+# -- groups and offsets --------------------------------------------------------------------
+class OffsetIn(BaseModel):
+    model_config = _FORBID
+    topic: str
+    partition: Int32
+    offset: Int64
+    metadata: str | None = None
+
+
+class OffsetCommit(BaseModel):
+    model_config = _FORBID
+    offsets: list[OffsetIn] = Field(min_length=1)
+
+
+class CommittedOut(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    commit_timestamp: int = Field(description="epoch ms")
+
+
+class OffsetCommitOut(BaseModel):
+    group: str
+    offsets: list[CommittedOut]
+
+
+class OffsetLagOut(CommittedOut):
+    high_watermark: int | None = Field(description="null if the topic no longer exists")
+    lag: int | None = Field(description="high watermark - committed offset")
+
+
+class OffsetFetchOut(BaseModel):
+    group: str
+    offsets: list[OffsetLagOut]
+
+
+class GroupList(BaseModel):
+    groups: list[str]
+
+
+class GroupDeleted(BaseModel):
+    group: str
+    deleted_offsets: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    root: str
+    auth: bool
+    version: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI ``responses`` entries for the error statuses a route can answer."""
+    return {s: {"model": ErrorBody, "description": "Kafka error (see docs/http.md)"} for s in statuses}

@@ -1,0 +1,1 @@
+"""Services: what a route does, in library terms (routes stay thin: route → service → library)."""

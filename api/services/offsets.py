@@ -1,0 +1,40 @@
+"""Consumer-group offsets over HTTP: commit (validated against the topics) and fetch with lag."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from lakelog.consumer_offsets import CommittedOffset, OffsetStore
+from lakelog.errors import UnknownTopicOrPartition
+
+if TYPE_CHECKING:
+    from api.services.topic_metadata import TopicMetadata
+
+
+def commit_offsets(store: OffsetStore, metadata: "TopicMetadata", group: str,
+                   offsets: list[tuple[str, int, int, str | None]]) -> list[CommittedOffset]:
+    """Commit after checking every topic and partition exists (404 otherwise; nothing is written)."""
+    for topic, partition, _, _ in offsets:
+        snap = metadata.get(topic)
+        if partition >= snap.partition_count and partition >= metadata.get(topic, fresh=True).partition_count:
+            raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist "
+                                          f"(the topic has {snap.partition_count} partitions)")
+    return store.commit(group, offsets)
+
+
+def fetch_offsets(store: OffsetStore, metadata: "TopicMetadata", group: str, topic: str | None,
+                  visible: Callable[[str], bool]) -> list[dict]:
+    """The group's committed offsets of topics ``visible`` to the caller, with high watermark and lag."""
+    out = []
+    for e in store.fetch(group, topic):
+        if not visible(e.topic):
+            continue
+        try:
+            snap = metadata.get(e.topic, fresh=True)
+            hw = snap.high_watermark(e.partition) if e.partition < snap.partition_count else None
+        except UnknownTopicOrPartition:
+            hw = None
+        out.append({"topic": e.topic, "partition": e.partition, "offset": e.offset, "metadata": e.metadata,
+                    "commit_timestamp": e.commit_timestamp, "high_watermark": hw,
+                    "lag": None if hw is None else max(hw - e.offset, 0)})
+    return out

@@ -1,0 +1,326 @@
+"""Produce: parse a request into partition batches, validate all of it, queue it, report per batch.
+
+Three body forms (see docs/http.md): the simple JSON form (the server
+partitions: explicit partition → murmur2(key) → sticky), the idempotent JSON
+form (batches with producer id, epoch and base sequence) and an Arrow IPC
+stream (``application/vnd.apache.arrow.stream``; idempotence fields as query
+parameters or schema metadata).
+
+Everything that can be checked before the commit is checked before anything
+is queued -- partitions exist, records fit the topic's limits, the producer id
+is known and not fenced -- so a rejected request writes nothing.  Sequence and
+epoch checks against producer state happen inside the commit (they must be
+atomic with it); their failures are reported per partition batch, as in
+Kafka's ProduceResponse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import ValidationError
+
+from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
+from lakelog.partitioner import partitions_for_keys
+from lakelog.record_schema import HEADER_TYPE
+from lakelog.topic_name import is_internal, validate_topic_name
+from lakelog.writer.committer import AppendResult, PartitionBatch
+from lakelog.writer.records import normalize_records, validate_records
+
+from api.errors import UnsupportedContentType
+from api.schemas import INT32_MAX, INT64_MAX, PRODUCE_BODY
+
+if TYPE_CHECKING:
+    from lakelog import Log
+    from lakelog.topic_snapshot import TopicSnapshot
+    from lakelog.writer.accumulator import RecordAccumulator
+
+    from api.metrics import Metrics
+    from api.services.topic_metadata import TopicMetadata
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+_ARROW_COLUMNS = {"key", "value", "partition", "timestamp", "headers"}
+_IDEMPOTENCE_KEYS = ("producer_id", "producer_epoch", "base_sequence", "partition")
+
+
+@dataclass(frozen=True)
+class ArrowParams:
+    """Query parameters of the Arrow form (idempotence fields; ``partition`` for the whole body)."""
+
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    base_sequence: int | None = None
+    partition: int | None = None
+
+
+@dataclass
+class Prepared:
+    """A validated request: its batches and the topic state they were checked against."""
+
+    topic: str
+    batches: list[PartitionBatch]
+    log_append_time: bool
+
+    @property
+    def record_count(self) -> int:
+        return sum(b.records.num_rows for b in self.batches)
+
+
+def media_type(content_type: str | None) -> str:
+    """The request's media type: JSON (also when absent) or Arrow stream; 415 otherwise."""
+    mt = (content_type or JSON).split(";", 1)[0].strip().lower()
+    if mt in (JSON, ARROW_STREAM):
+        return mt
+    raise UnsupportedContentType(f"unsupported Content-Type {content_type!r}: use {JSON} or {ARROW_STREAM}")
+
+
+def _decode_base64(value: str | None, where: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return binascii.a2b_base64(value, strict_mode=True)
+    except (binascii.Error, ValueError) as e:
+        raise InvalidRequest(f"{where} is not valid base64 ({e})") from None
+
+
+def _binary_column(values: list, encoding: str, what: str) -> pa.Array:
+    if encoding == "utf8":
+        return pa.array(values, pa.string()).cast(pa.binary())
+    return pa.array([_decode_base64(v, f"record {i} {what}") for i, v in enumerate(values)], pa.binary())
+
+
+def _present(body: bytes) -> frozenset[str]:
+    """Optional record fields that may occur in a JSON body (a field name absent from the bytes is absent
+    from every record), so the common records of only key and value skip their passes."""
+    return frozenset(f for f in ("headers", "timestamp", "partition") if f'"{f}"'.encode() in body)
+
+
+def _records_table(records: list[dict], encoding: str, present: frozenset[str]) -> pa.Table:
+    """JSON records (already schema-validated) as a table of the library's input schema."""
+    cols: dict[str, Any] = {
+        "key": _binary_column([r.get("key") for r in records], encoding, "key"),
+        "value": _binary_column([r.get("value") for r in records], encoding, "value"),
+    }
+    if "headers" in present and any(r.get("headers") for r in records):
+        headers = []
+        for i, r in enumerate(records):
+            hs = r.get("headers")
+            if hs is None:
+                headers.append(None)
+                continue
+            headers.append([{"key": h["key"],
+                             "value": (h.get("value").encode() if h.get("value") is not None else None)
+                             if encoding == "utf8" else _decode_base64(h.get("value"), f"record {i} header value")}
+                            for h in hs])
+        cols["headers"] = pa.array(headers, HEADER_TYPE)
+    if "timestamp" in present:
+        stamps = [r.get("timestamp") for r in records]
+        if any(s is not None for s in stamps):
+            cols["timestamp"] = pa.array(stamps, pa.int64())
+    return normalize_records(pa.table(cols))
+
+
+class ProduceService:
+    """Turns produce requests into accumulator appends.  Thread-safe; ``prepare`` runs in worker threads."""
+
+    def __init__(self, log: "Log", accumulator: "RecordAccumulator", metadata: "TopicMetadata",
+                 metrics: "Metrics") -> None:
+        self.log = log
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.metrics = metrics
+
+    # -- parsing and validation (blocking; call from a worker thread) ------------------------
+    def prepare(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams) -> Prepared:
+        """Parse and validate a whole request; raises the first problem, having queued nothing."""
+        mt = media_type(content_type)
+        validate_topic_name(topic)
+        if is_internal(topic):
+            raise InvalidTopic(f"topic {topic} is internal: it cannot be produced to")
+        snap = self.metadata.get(topic)
+        batches = self._parse_json(topic, body, snap) if mt == JSON else self._parse_arrow(topic, body, snap, params)
+        if not batches:
+            raise InvalidRequest(f"the produce request for {topic} holds no records")
+        config = snap.config
+        for b in batches:
+            validate_records(b.records, config, topic=topic, partition=b.partition)
+        pids = {(b.producer_id, b.producer_epoch) for b in batches if b.idempotent}
+        for pid, epoch in pids:
+            self.log.registry.check(pid, epoch)
+        return Prepared(topic, batches, config.log_append_time)
+
+    def _partition_count(self, topic: str, snap: "TopicSnapshot", highest: int) -> int:
+        """The partition count, re-read once if ``highest`` looks out of range (it may have just grown)."""
+        n = snap.partition_count
+        if highest >= n:
+            n = self.metadata.get(topic, fresh=True).partition_count
+            if highest >= n:
+                raise UnknownTopicOrPartition(
+                    f"partition {highest} of topic {topic} does not exist (the topic has {n} partitions)")
+        return n
+
+    def _parse_json(self, topic: str, body: bytes, snap: "TopicSnapshot") -> list[PartitionBatch]:
+        try:
+            req = PRODUCE_BODY.validate_json(body)
+        except ValidationError as e:
+            raise InvalidRequest(_describe(e)) from None
+        encoding = req.get("encoding", "utf8")
+        present = _present(body)
+        if "batches" in req:
+            batches = req["batches"]
+            if not batches:
+                raise InvalidRequest(f"the produce request for {topic} holds no batches")
+            self._partition_count(topic, snap, max(b["partition"] for b in batches))
+            return [PartitionBatch(b["partition"], _records_table(b["records"], encoding, present), req["producer_id"],
+                                   req["producer_epoch"], b["base_sequence"]) for b in batches]
+        records = req["records"]
+        if not records:
+            raise InvalidRequest(f"the produce request for {topic} holds no records")
+        table = _records_table(records, encoding, present)
+        explicit = [r.get("partition") for r in records] if "partition" in present else None
+        if explicit is None or all(p is None for p in explicit):
+            return self._split(topic, table, None, snap.partition_count)
+        n = self._partition_count(topic, snap, max(p for p in explicit if p is not None))
+        return self._split(topic, table, explicit, n)
+
+    def _parse_arrow(self, topic: str, body: bytes, snap: "TopicSnapshot",
+                     params: ArrowParams) -> list[PartitionBatch]:
+        try:
+            table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+        except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+            raise InvalidRequest(f"the body is not a readable Arrow IPC stream: {e}") from None
+        extra = set(table.column_names) - _ARROW_COLUMNS
+        if extra:
+            raise InvalidRequest(f"unknown Arrow columns {sorted(extra)}; allowed: {sorted(_ARROW_COLUMNS)}")
+        if len(set(table.column_names)) != len(table.column_names):
+            raise InvalidRequest("duplicate Arrow column names")
+        fields = _arrow_params(table.schema.metadata, params)
+        explicit = None
+        if "partition" in table.column_names:
+            col = table.column("partition")
+            if not pa.types.is_integer(col.type):
+                raise InvalidRequest(f"Arrow column 'partition' must be an integer, got {col.type}")
+            table = table.drop_columns(["partition"])
+            if col.null_count < len(col):
+                lo, hi = pc.min(col).as_py(), pc.max(col).as_py()
+                if lo < 0:
+                    raise InvalidRequest(f"Arrow column 'partition' holds a negative partition {lo}")
+                explicit = (col, hi)
+        records = normalize_records(table)
+        if records.num_rows == 0:
+            raise InvalidRequest(f"the produce request for {topic} holds no records")
+        if fields.partition is not None:
+            if explicit is not None:
+                raise InvalidRequest("give the partition either as a query parameter or as a column, not both")
+            self._partition_count(topic, snap, fields.partition)
+            target: int | None = fields.partition
+        elif explicit is not None and explicit[0].null_count == 0 and pc.min(explicit[0]).as_py() == explicit[1]:
+            self._partition_count(topic, snap, explicit[1])
+            target = explicit[1]
+        else:
+            target = None
+        if fields.producer_id is not None:
+            if fields.producer_epoch is None or fields.base_sequence is None:
+                raise InvalidRequest("an idempotent Arrow request needs producer_id, producer_epoch and base_sequence")
+            if target is None:
+                raise InvalidRequest("an idempotent Arrow request must target one partition "
+                                     "(the partition parameter, or one value in the partition column)")
+            return [PartitionBatch(target, records, fields.producer_id, fields.producer_epoch, fields.base_sequence)]
+        if fields.producer_epoch is not None or fields.base_sequence is not None:
+            raise InvalidRequest("producer_epoch and base_sequence need a producer_id")
+        if target is not None:
+            return [PartitionBatch(target, records)]
+        if explicit is None:
+            return self._split(topic, records, None, snap.partition_count)
+        n = self._partition_count(topic, snap, explicit[1])
+        return self._split(topic, records, explicit[0].to_pylist(), n)
+
+    def _split(self, topic: str, table: pa.Table, explicit: list | None, n: int) -> list[PartitionBatch]:
+        """Kafka's partitioner: explicit partition, else murmur2(key), else the topic's sticky partition."""
+        keys = table.column("key")
+        sticky = self.log.sticky
+        if explicit is None and keys.null_count == len(keys):
+            p = sticky.partition(topic, n)
+            sticky.on_new_batch(topic, n, p)
+            return [PartitionBatch(p, table)]
+        sticky_p = sticky.partition(topic, n)
+        by_key = partitions_for_keys(keys.to_pylist(), n, sticky_p)
+        parts = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
+        arr = pa.array(parts, pa.int32())
+        out = [PartitionBatch(p, table.filter(pc.equal(arr, p))) for p in sorted(pc.unique(arr).to_pylist())]
+        if keys.null_count:
+            sticky.on_new_batch(topic, n, sticky_p)
+        return out
+
+    # -- queueing and answering -------------------------------------------------------------
+    async def produce(self, prepared: Prepared) -> list[AppendResult | KafkaError]:
+        """Queue the batches and wait for their commit (the event loop is never blocked)."""
+        future = self.accumulator.append(prepared.topic, prepared.batches)
+        return await asyncio.wrap_future(future)
+
+    def produce_unacknowledged(self, prepared: Prepared) -> None:
+        """``acks=0``: queue and return at once; failures are only counted and logged."""
+        future = self.accumulator.append(prepared.topic, prepared.batches)
+
+        def done(f) -> None:
+            for r in f.result():
+                if isinstance(r, KafkaError):
+                    self.metrics.count_error(r)
+                    log.warning("acks=0 append to %s failed: %s", prepared.topic, r)
+
+        future.add_done_callback(done)
+
+    def report(self, prepared: Prepared, results: list[AppendResult | KafkaError]) -> tuple[int, dict]:
+        """(status, body): 200 with one entry per batch, or the first error's status if every batch failed."""
+        out = []
+        ts_type = "LogAppendTime" if prepared.log_append_time else "CreateTime"
+        failed = []
+        for b, r in zip(prepared.batches, results):
+            if isinstance(r, KafkaError):
+                self.metrics.count_error(r)
+                failed.append(r)
+                out.append({"partition": b.partition, "base_offset": -1, "record_count": b.records.num_rows,
+                            "log_append_time": -1, "timestamp_type": ts_type, "error_code": r.code,
+                            "error_name": r.name, "message": r.message, "duplicate": False})
+            else:
+                out.append({"partition": r.partition, "base_offset": r.base_offset, "record_count": r.record_count,
+                            "log_append_time": r.log_append_time, "timestamp_type": ts_type, "error_code": 0,
+                            "error_name": None, "message": None, "duplicate": r.duplicate})
+        if failed and len(failed) == len(results):
+            raise failed[0]
+        return 200, {"topic": prepared.topic, "results": out}
+
+
+def _arrow_params(metadata: dict | None, params: ArrowParams) -> ArrowParams:
+    """Query parameters, falling back to the Arrow schema metadata keys of the same names."""
+    meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (metadata or {}).items()}
+    values: dict[str, int | None] = {}
+    for key in _IDEMPOTENCE_KEYS:
+        v = getattr(params, key)
+        if v is None and key in meta:
+            try:
+                v = int(meta[key])
+            except ValueError:
+                raise InvalidRequest(f"Arrow schema metadata {key}={meta[key]!r} is not an integer") from None
+        limit = 32767 if key == "producer_epoch" else INT32_MAX if key != "producer_id" else INT64_MAX
+        if v is not None and not 0 <= v <= limit:
+            raise InvalidRequest(f"{key}={v} is outside [0, {limit}]")
+        values[key] = v
+    return ArrowParams(**values)
+
+
+def _describe(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:5]:
+        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("simple", "idempotent"))
+        parts.append(f"{where or 'body'}: {err.get('msg')}")
+    return "malformed produce request: " + "; ".join(parts)

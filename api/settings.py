@@ -1,0 +1,66 @@
+"""The front's settings: one frozen object, built from arguments and ``LAKELOG_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Mapping
+
+from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, DEFAULT_LINGER_MS
+
+ENV_PREFIX = "LAKELOG_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``create_app`` needs.
+
+    ``linger_ms`` / ``batch_size`` / ``buffer_memory`` configure the server's
+    group-commit accumulator (Kafka's producer keys, applied writer-side);
+    ``max_request_bytes`` bounds a request body (413 above it);
+    ``metadata_max_age_ms`` is how long topic metadata (partition count,
+    configs) is cached for request validation; ``bench_endpoints`` adds the
+    parse-only endpoints used by ``bench/http_produce.py``.
+    """
+
+    root: str | None = None  # None: $LAKELOG_ROOT or ./lakelog-data
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    auth_file: str | None = None
+    linger_ms: float = DEFAULT_LINGER_MS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    buffer_memory: int = DEFAULT_BUFFER_MEMORY
+    max_request_bytes: int = 64 << 20
+    retry_after_s: int = 1
+    metadata_max_age_ms: int = 1000
+    bench_endpoints: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":
+        """Defaults, overridden by ``LAKELOG_<FIELD>`` variables, overridden by non-None ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            if f.name in ("storage_options",):
+                continue
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.type, raw, f.name)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)
+
+
+def _parse(type_name: object, raw: str, name: str) -> object:
+    t = str(type_name)
+    try:
+        if t.startswith("bool"):
+            return raw.strip().lower() in ("1", "true", "yes", "on")
+        if t.startswith("int"):
+            return int(raw)
+        if t.startswith("float"):
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {t}") from None
+    return raw

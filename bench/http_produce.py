@@ -1,0 +1,351 @@
+"""Produce over HTTP: the front (``lakelog serve``) against its two ceilings, like kafka-producer-perf-test.
+
+Every system sends the same prebuilt request bodies (100-byte values, null keys
+as kafka-producer-perf-test sends them, so the server's sticky partitioner
+spreads them over an 8-partition topic) from closed-loop client threads, each
+waiting for its answer before sending again:
+
+* **JSON produce** -- ``POST /v1/topics/T/records``, simple JSON form, 1,000 records per
+  request, 8 concurrent clients, acks=all (answered after the durable commit);
+* **Arrow produce** -- the same endpoint with an Arrow IPC stream of 10,000 records per request;
+* **HTTP ceiling** -- the same bodies to ``POST /v1/bench/parse/T`` (mounted with
+  ``LAKELOG_BENCH_ENDPOINTS=1``): read, parse, partition and validate, no commit;
+* **storage ceiling** -- the library alone, in-process: the same record batches appended through
+  ``Log.accumulator()`` (linger.ms 5) by 8 threads, no HTTP;
+* **p99 at half rate** -- JSON produce paced at half the measured maximum rate (linger.ms 5);
+* **moto S3** -- JSON and Arrow produce against an ``s3://`` root on a moto server (its own process).
+
+Latency is per request, from send to answer (for a whole batch, as the Java perf tool reports per
+record); records/s counts acknowledged records; MB/s counts value bytes.  Each figure is the median
+of ``repeats`` runs.  The load generator shares the machine's CPUs with the front.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+
+from bench import BenchContext, BenchResult, Goal, md_table, percentile
+
+TITLE = "HTTP produce: the front vs its HTTP and storage ceilings"
+REPO = Path(__file__).resolve().parent.parent
+VALUE_BYTES = 100
+PARTITIONS = 8
+CLIENTS = 8
+JSON_RECORDS = 1_000
+ARROW_RECORDS = 10_000
+ARROW = "application/vnd.apache.arrow.stream"
+GOAL_JSON = 250_000
+GOAL_ARROW = 1_000_000
+GOAL_RATIO = 0.7
+GOAL_P99_MS = 50.0
+
+
+# -- bodies ------------------------------------------------------------------------------------
+def _values(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    base = "".join(rng.choice(alphabet) for _ in range(VALUE_BYTES + 64))
+    return [base[i % 64:i % 64 + VALUE_BYTES] for i in range(n)]
+
+
+def json_body(n: int, seed: int = 0) -> bytes:
+    return json.dumps({"records": [{"value": v} for v in _values(n, seed)]}).encode()
+
+
+def arrow_table(n: int, seed: int = 0) -> pa.Table:
+    return pa.table({"value": pa.array(_values(n, seed), pa.string()).cast(pa.binary())})
+
+
+def arrow_body(n: int, seed: int = 0) -> bytes:
+    table = arrow_table(n, seed)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue()
+
+
+# -- processes ---------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=2.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer in {timeout}s")
+
+
+class FrontProcess:
+    """``lakelog serve`` in a child process with the bench endpoints on."""
+
+    def __init__(self, root: str, workdir: Path, env: dict[str, str] | None = None, linger_ms: float = 5) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        child_env = {**os.environ, **(env or {}), "LAKELOG_BENCH_ENDPOINTS": "1", "PYTHONPATH": str(REPO),
+                     "LAKELOG_LINGER_MS": str(linger_ms)}
+        self.log = open(workdir / f"front-{self.port}.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "serve", "--root", root,
+                                      "--port", str(self.port)], cwd=str(REPO), env=child_env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        _wait_http(f"{self.url}/v1/health", self.proc)
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class MotoProcess:
+    """A moto S3 server in its own process (so the load generator does not slow it) with one bucket."""
+
+    BUCKET = "lakelog-bench"
+
+    def __init__(self) -> None:
+        import boto3
+
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_http(self.endpoint, self.proc)
+        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                     region_name="us-east-1").create_bucket(Bucket=self.BUCKET)
+        self.env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
+                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+# -- load --------------------------------------------------------------------------------------
+class Run:
+    """One load run's per-request latencies (seconds) and its wall time."""
+
+    def __init__(self, records_per_request: int, latencies: list[float], elapsed: float, errors: int) -> None:
+        self.records_per_request = records_per_request
+        self.latencies = latencies
+        self.elapsed = elapsed
+        self.errors = errors
+
+    @property
+    def records_per_s(self) -> float:
+        return len(self.latencies) * self.records_per_request / self.elapsed
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.records_per_s * VALUE_BYTES / 1e6
+
+    def latency_ms(self) -> dict[str, float]:
+        ms = [x * 1000 for x in self.latencies]
+        return {"avg": sum(ms) / len(ms), "max": max(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95),
+                "p99": percentile(ms, 99), "p99.9": percentile(ms, 99.9)}
+
+
+def http_load(url: str, body: bytes, content_type: str, records: int, requests_per_client: int,
+              clients: int = CLIENTS, interval_s: float | None = None) -> Run:
+    """``clients`` threads each POST ``body`` ``requests_per_client`` times (paced at ``interval_s`` if given)."""
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    start_gate = threading.Barrier(clients + 1)
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=120.0) as http:
+            http.post(url, content=body, headers={"content-type": content_type})  # warm the connection
+            start_gate.wait()
+            mine = []
+            next_at = time.perf_counter() + (random.random() * interval_s if interval_s else 0.0)
+            for _ in range(requests_per_client):
+                if interval_s:
+                    delay = next_at - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    next_at += interval_s
+                t0 = time.perf_counter()
+                r = http.post(url, content=body, headers={"content-type": content_type})
+                if r.status_code != 200:
+                    with lock:
+                        errors[0] += 1
+                    continue
+                mine.append(time.perf_counter() - t0)
+            with lock:
+                latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start_gate.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    return Run(records, latencies, time.perf_counter() - started, errors[0])
+
+
+def library_load(root: str, table: pa.Table, requests_per_client: int, clients: int = CLIENTS) -> Run:
+    """The storage ceiling: the front's append path (accumulator, linger.ms 5) without HTTP, in-process."""
+    from lakelog import Log
+    from lakelog.writer.records import normalize_records
+
+    log = Log(root)
+    topic = f"lib-{random.randrange(1 << 30):x}"
+    log.create_topic(topic, PARTITIONS)
+    acc = log.accumulator(linger_ms=5)
+    records = normalize_records(table)
+    latencies: list[float] = []
+    lock = threading.Lock()
+    gate = threading.Barrier(clients + 1)
+
+    def client(i: int) -> None:
+        acc.append(topic, log.split_by_partition(topic, records, num_partitions=PARTITIONS)).result()
+        gate.wait()
+        mine = []
+        for _ in range(requests_per_client):
+            t0 = time.perf_counter()
+            batches = log.split_by_partition(topic, records, num_partitions=PARTITIONS)
+            acc.append(topic, batches).result()
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    gate.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    run = Run(records.num_rows, latencies, time.perf_counter() - started, 0)
+    acc.close()
+    log.close()
+    return run
+
+
+def _best(runs: list[Run]) -> Run:
+    """The median run by throughput (its latencies are reported with it)."""
+    return sorted(runs, key=lambda r: r.records_per_s)[len(runs) // 2]
+
+
+def _create_topic(url: str, name: str) -> None:
+    r = httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": PARTITIONS}, timeout=60)
+    if r.status_code != 201:
+        raise RuntimeError(f"create topic: {r.status_code} {r.text}")
+
+
+def _row(name: str, run: Run) -> list[str]:
+    lat = run.latency_ms()
+    return [name, f"{run.records_per_s:,.0f}", f"{run.mb_per_s:.1f}", f"{lat['avg']:.1f}", f"{lat['max']:.1f}",
+            f"{lat['p50']:.1f}", f"{lat['p95']:.1f}", f"{lat['p99']:.1f}", f"{lat['p99.9']:.1f}",
+            str(len(run.latencies)), str(run.errors)]
+
+
+def run(ctx: BenchContext) -> BenchResult:
+    json_requests = ctx.size(60, 3)
+    arrow_requests = ctx.size(12, 2)
+    jbody, abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS)
+    results: dict[str, Run] = {}
+
+    root = str(ctx.workdir / "front-root")
+    ctx.progress(f"local front on {root}")
+    front = FrontProcess(root, ctx.workdir)
+    try:
+        _create_topic(front.url, "perf")
+        produce_url, parse_url = f"{front.url}/v1/topics/perf/records", f"{front.url}/v1/bench/parse/perf"
+        series: dict[str, list[Run]] = {k: [] for k in ("json", "json_parse", "arrow", "arrow_parse")}
+        for i in range(ctx.repeats):
+            ctx.progress(f"repeat {i + 1}/{ctx.repeats}")
+            series["json"].append(http_load(produce_url, jbody, "application/json", JSON_RECORDS, json_requests))
+            series["json_parse"].append(http_load(parse_url, jbody, "application/json", JSON_RECORDS, json_requests))
+            series["arrow"].append(http_load(produce_url, abody, ARROW, ARROW_RECORDS, arrow_requests))
+            series["arrow_parse"].append(http_load(parse_url, abody, ARROW, ARROW_RECORDS, arrow_requests))
+        for k, runs in series.items():
+            results[k] = _best(runs)
+        half_rate = results["json"].records_per_s / 2
+        interval = CLIENTS * JSON_RECORDS / half_rate
+        ctx.progress(f"JSON at half rate ({half_rate:,.0f} records/s)")
+        results["json_half"] = http_load(produce_url, jbody, "application/json", JSON_RECORDS,
+                                         ctx.size(max(30, int(10 / interval)), 3), interval_s=interval)
+    finally:
+        front.close()
+
+    ctx.progress("storage ceiling (library, in-process)")
+    lib_json = [library_load(str(ctx.workdir / f"lib-json-{i}"), arrow_table(JSON_RECORDS), json_requests)
+                for i in range(ctx.repeats)]
+    lib_arrow = [library_load(str(ctx.workdir / f"lib-arrow-{i}"), arrow_table(ARROW_RECORDS), arrow_requests)
+                 for i in range(ctx.repeats)]
+    results["json_lib"], results["arrow_lib"] = _best(lib_json), _best(lib_arrow)
+
+    ctx.progress("moto S3 root")
+    moto = MotoProcess()
+    try:
+        s3front = FrontProcess(f"s3://{MotoProcess.BUCKET}/bench", ctx.workdir, env=moto.env)
+        try:
+            _create_topic(s3front.url, "perf")
+            url = f"{s3front.url}/v1/topics/perf/records"
+            results["s3_json"] = http_load(url, jbody, "application/json", JSON_RECORDS, ctx.size(20, 2))
+            results["s3_arrow"] = http_load(url, abody, ARROW, ARROW_RECORDS, ctx.size(6, 1))
+        finally:
+            s3front.close()
+    finally:
+        moto.close()
+
+    return _report(results)
+
+
+def _report(r: dict[str, Run]) -> BenchResult:
+    names = [("json", "JSON produce (1,000/request, 8 clients)"),
+             ("json_parse", "JSON, HTTP ceiling (parse only)"),
+             ("json_lib", "JSON-sized batches, storage ceiling (library)"),
+             ("arrow", "Arrow produce (10,000/request, 8 clients)"),
+             ("arrow_parse", "Arrow, HTTP ceiling (parse only)"),
+             ("arrow_lib", "Arrow-sized batches, storage ceiling (library)"),
+             ("json_half", "JSON at half the max rate, linger.ms=5"),
+             ("s3_json", "moto S3: JSON produce"),
+             ("s3_arrow", "moto S3: Arrow produce")]
+    headers = ["system", "records/s", "MB/s", "avg ms", "max ms", "p50", "p95", "p99", "p99.9", "requests", "errors"]
+    table = md_table(headers, [_row(label, r[k]) for k, label in names])
+    rps = {k: v.records_per_s for k, v in r.items()}
+    json_ceiling = min(rps["json_parse"], rps["json_lib"])
+    arrow_ceiling = min(rps["arrow_parse"], rps["arrow_lib"])
+    p99_half = r["json_half"].latency_ms()["p99"]
+    goals = [
+        Goal("JSON produce >= 250,000 records/s", rps["json"] >= GOAL_JSON, f"{rps['json']:,.0f} records/s"),
+        Goal("Arrow produce >= 1,000,000 records/s", rps["arrow"] >= GOAL_ARROW, f"{rps['arrow']:,.0f} records/s"),
+        Goal("JSON >= 0.7x the lower of its ceilings", rps["json"] >= GOAL_RATIO * json_ceiling,
+             f"{rps['json'] / json_ceiling:.2f}x of {json_ceiling:,.0f} records/s"),
+        Goal("Arrow >= 0.7x the lower of its ceilings", rps["arrow"] >= GOAL_RATIO * arrow_ceiling,
+             f"{rps['arrow'] / arrow_ceiling:.2f}x of {arrow_ceiling:,.0f} records/s"),
+        Goal("p99 <= 50 ms at half the max rate (linger.ms=5)", p99_half <= GOAL_P99_MS, f"p99 {p99_half:.1f} ms"),
+    ]
+    summary = [f"{label}: {rps[k]:,.0f} records/s, p99 {r[k].latency_ms()['p99']:.1f} ms" for k, label in names]
+    markdown = "\n".join([table, "", "Latency is per request (send → answer), in ms; a request's records share it.",
+                          "Ceilings: *HTTP* = the same bodies to the parse-only endpoint (no commit); "
+                          "*storage* = the library's accumulator path in-process, no HTTP."])
+    return BenchResult(markdown=markdown, summary=summary,
+                       metrics={f"{k}_records_per_s": v for k, v in rps.items()} | {"json_half_p99_ms": p99_half},
+                       goals=goals)

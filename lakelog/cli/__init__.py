@@ -1,0 +1,105 @@
+"""The ``lakelog`` command line: Kafka's console and admin tools, reading and writing a storage root directly.
+
+    lakelog [--root ROOT] [--storage-option KEY=VALUE ...] [--json] COMMAND ...
+
+Commands (one module of this package per group, see :data:`COMMANDS`)::
+
+    topics create|list|describe|alter|delete     kafka-topics / kafka-configs
+    produce TOPIC                                kafka-console-producer
+    consume TOPIC                                kafka-console-consumer
+    get-offsets TOPIC                            kafka-get-offsets
+    dump-log TOPIC                               kafka-dump-log
+    serve                                        the HTTP front (FastAPI)
+
+A command module exposes ``register(subparsers)``, which adds its parser(s)
+and sets ``func(args) -> int`` on each runnable one; adding a command group is
+one entry in :data:`COMMANDS`.  The global options (:mod:`.global_options`)
+are added here to every parser.  Heavy imports (pyarrow, deltalake) happen
+inside the command functions, so ``lakelog --help`` stays fast.
+
+Exit codes: 0 success; 1 a Kafka error, printed as ``error: NAME (code):
+message`` (with ``--json`` the error dict is also printed on stdout); 2 bad
+usage; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from lakelog.cli.global_options import add_global_options
+
+#: Command modules under ``lakelog.cli``, in ``--help`` order.
+COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "serve", "maintain")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakelog",
+        description="Apache Kafka's log on object storage as Delta Lake tables: "
+                    "topic admin, console producer/consumer, offsets and segment dumps.",
+        epilog="Run 'lakelog COMMAND --help' for a command's options. Docs: docs/cli.md")
+    add_global_options(parser, top_level=True)
+    from lakelog import __version__
+
+    parser.add_argument("--version", action="version", version=f"lakelog {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"lakelog.cli.{name}").register(subparsers)
+    _add_global_options_below(parser)
+    return parser
+
+
+def _add_global_options_below(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                add_global_options(sub, top_level=False)
+                _add_global_options_below(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from lakelog.cli.output import print_error
+    from lakelog.errors import KafkaError, KafkaStorageError
+
+    try:
+        return int(args.func(args) or 0)
+    except KafkaError as e:
+        print_error(e, as_json=args.json)
+        return 1
+    except ValueError as e:  # a malformed --root or storage option, found when the root is opened
+        if "storage root" not in str(e).lower():
+            raise
+        parser.error(str(e))
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except Exception as e:
+        if not _is_storage_failure(e):
+            raise
+        print_error(KafkaStorageError(f"{type(e).__name__}: {e}"), as_json=args.json)
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    return 0
+
+
+def _is_storage_failure(e: Exception) -> bool:
+    """The store failed (network, permissions, delta-rs I/O): reported as Kafka's KAFKA_STORAGE_ERROR."""
+    if isinstance(e, OSError):
+        return True
+    deltalake = sys.modules.get("deltalake")
+    return deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``lakelog consume ... | head``): stop quietly."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0

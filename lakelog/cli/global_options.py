@@ -1,0 +1,61 @@
+"""The options every command takes: the storage root, its storage options, and ``--json``.
+
+    --root ROOT                  a local directory or s3://bucket/prefix
+                                 (default: $LAKELOG_ROOT, else ./lakelog-data)
+    --storage-option KEY=VALUE   delta-rs / object_store option, repeatable
+                                 (S3 endpoint and credentials otherwise come from AWS_* env vars)
+    --json                       machine-readable output
+
+They are accepted before or after the command name (``lakelog --json topics
+list`` and ``lakelog topics list --json``): the top-level parser holds the
+defaults, sub-parsers only set what is given on their part of the line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from lakelog.log import Log
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
+    """Add the global options; ``top_level`` parsers hold the defaults, the others suppress theirs."""
+    def default(value):
+        return value if top_level else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument("--root", default=default(None), metavar="ROOT",
+                       help="storage root: a local directory or s3://bucket/prefix "
+                            "(default: $LAKELOG_ROOT, else ./lakelog-data)")
+    group.add_argument("--storage-option", dest="storage_options", action="append", type=key_value,
+                       default=default([]), metavar="KEY=VALUE",
+                       help="storage option for delta-rs/object_store, e.g. aws_endpoint_url=http://..., "
+                            "repeatable; overrides the AWS_* environment variables")
+    group.add_argument("--json", action="store_true", default=default(False),
+                       help="machine-readable JSON output")
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``KEY=VALUE`` (the value may itself contain ``=``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def key_values(items: Iterable[str | tuple[str, str]] | None) -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` options as a dict (the last one of a key wins)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        k, v = item if isinstance(item, tuple) else key_value(item)
+        out[k] = v
+    return out
+
+
+def open_log(args: argparse.Namespace) -> "Log":
+    """The :class:`~lakelog.log.Log` the command line points at."""
+    from lakelog.log import Log
+
+    return Log(args.root, storage_options=key_values(args.storage_options))

@@ -1,0 +1,57 @@
+"""``lakelog serve``: run the HTTP front (FastAPI on uvicorn) over a storage root.
+
+    lakelog serve [--root ROOT] [--host 127.0.0.1] [--port 8080] [--auth-file FILE]
+                  [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES]
+                  [--max-request-bytes BYTES] [--access-log]
+
+Binds loopback unless told otherwise.  Without ``--auth-file`` every request
+is allowed, and the command says so on stderr when it starts.  Settings not
+given here come from ``LAKELOG_*`` environment variables (see
+:class:`api.settings.Settings`).  SIGTERM / Ctrl-C stop it gracefully:
+pending appends are committed before the process exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lakelog.cli.global_options import key_values
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the HTTP front (produce, fetch, topics, offsets) over the root",
+        description="Run the HTTP front. OpenAPI docs at /docs, health at /v1/health, metrics at /metrics.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
+    p.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
+    p.add_argument("--auth-file", metavar="FILE",
+                   help="JSON file of bearer tokens and ACLs (docs/http.md); without it the front is open")
+    p.add_argument("--linger-ms", type=float, metavar="MS", help="group-commit linger (default 5)")
+    p.add_argument("--batch-size", type=int, metavar="BYTES", help="commit once this many bytes are pending")
+    p.add_argument("--buffer-memory", type=int, metavar="BYTES",
+                   help="pending bytes above which produce answers 429 (back-pressure)")
+    p.add_argument("--max-request-bytes", type=int, metavar="BYTES", help="largest request body (413 above)")
+    p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    settings = Settings.from_env(
+        root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
+        auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
+        buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes)
+    app = create_app(settings)  # a bad auth file fails here, before binding
+    if settings.auth_file is None:
+        exposure = ("reachable from this machine only" if settings.host in ("127.0.0.1", "localhost", "::1")
+                    else f"REACHABLE FROM THE NETWORK on {settings.host}")
+        print(f"WARNING: no --auth-file given: the front is open to every client ({exposure})",
+              file=sys.stderr, flush=True)
+    print(f"lakelog front on http://{settings.host}:{settings.port} (docs at /docs)", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=args.access_log)
+    return 0

@@ -1,0 +1,80 @@
+"""The retention job: remove expired segments and move log start offsets, one fenced commit per topic.
+
+Metadata only: it plans from the Arrow index (:mod:`lakelog.compaction.retention`),
+never reads a segment, and runs entirely on the driver (no Spark work to
+distribute).  Per topic one commit removes the planned segments
+(``dataChange=true``) and sets ``lakelog.lso.<P>`` to each changed partition's
+new log start offset, so a reader below it gets ``OFFSET_OUT_OF_RANGE`` from
+the same version on.  The files stay until vacuum deletes them after
+``file.delete.delay.ms``.  A commit lost to another maintenance job (or a
+concurrent delete-records) is replanned from the new snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Sequence
+
+from lakelog.catalog import Catalog
+from lakelog.compaction.job_report import JobReport, TopicReport
+from lakelog.compaction.retention import plan_retention
+from lakelog.compaction.rewrite import commit_rewrite
+from lakelog.compaction.topic_selection import select_topics
+from lakelog.errors import ConcurrentTransactions
+from lakelog.storage import StorageRoot
+from lakelog.topic_snapshot import lso_app
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+
+
+def run_retention(root: StorageRoot, topics: Sequence[str] | None = None, *, dry_run: bool = False,
+                  now_ms: int | None = None) -> JobReport:
+    """Apply retention to ``topics`` (default: every topic whose cleanup.policy contains 'delete')."""
+    started = time.monotonic()
+    report = JobReport("retention", root.uri, dry_run)
+    for snap in select_topics(root, topics, policy="delete", job="retention"):
+        report.topics.append(_retain_topic(root, snap, dry_run, now_ms))
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _retain_topic(root: StorageRoot, snap, dry_run: bool, now_ms: int | None) -> TopicReport:
+    for attempt in range(MAX_ATTEMPTS):
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        plan = plan_retention(snap, now)
+        rep = TopicReport(snap.topic, version_before=snap.version, partitions_examined=len(plan.partitions))
+        for p in plan.partitions:
+            rep.records_before += p.records_before
+            rep.bytes_before += p.bytes_before
+        rep.records_after, rep.bytes_after = rep.records_before, rep.bytes_before
+        changed = [p for p in plan.partitions if p.removed]
+        for p in changed:
+            rep.record_removed(p.removed)
+            if p.new_log_start_offset != p.log_start_offset:
+                rep.log_start_offsets[p.partition] = (p.log_start_offset, p.new_log_start_offset)
+            reasons = {r: p.reasons.count(r) for r in dict.fromkeys(p.reasons)}
+            rep.plan.append(f"partition {p.partition}: remove {len(p.removed)} of {len(p.segments)} segments "
+                            f"[{p.removed[0].base_offset}, {p.removed[-1].last_offset}] "
+                            f"({', '.join(f'{n} by {r}' for r, n in reasons.items())}); log start offset "
+                            f"{p.log_start_offset} -> {p.new_log_start_offset}")
+        rep.partitions_changed = len(changed)
+        if dry_run or not changed:
+            return rep
+        txns = {lso_app(p.partition): p.new_log_start_floor for p in changed
+                if p.new_log_start_floor > p.log_start_floor}
+        try:
+            after = commit_rewrite(root, snap, operation="retention", removed=plan.removed, txns=txns,
+                                   data_change=True, metadata={"lakelog.retention": {
+                                       str(p.partition): [p.log_start_offset, p.new_log_start_offset]
+                                       for p in changed}})
+        except ConcurrentTransactions as e:
+            log.info("retention of %s: %s; replanning (attempt %d)", snap.topic, e, attempt + 1)
+            snap = Catalog(root).snapshot(snap.topic)
+            continue
+        rep.version_after = after.version
+        return rep
+    raise ConcurrentTransactions(f"retention of topic {snap.topic} lost {MAX_ATTEMPTS} commit races in a row; "
+                                 f"another maintenance job keeps rewriting it")

@@ -1,0 +1,63 @@
+"""The Spark session of a maintenance job, configured from ``conf/spark-defaults.conf``.
+
+``spark-submit`` already applies ``--conf``, ``--master`` and
+``--properties-file``; on top of that a job reads the project's
+``conf/spark-defaults.conf`` (or ``$LAKELOG_SPARK_CONF``) and sets every key not
+set otherwise, so ``spark-submit jobs/compact.py ...`` and
+``python jobs/compact.py ...`` behave alike.  Without a master the job runs
+on ``local[*]``.  Executors run ``$PYSPARK_PYTHON``, defaulting to the driver's
+interpreter (lakelog must be importable there, e.g. installed in the same venv
+on every worker).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+CONF_ENV = "LAKELOG_SPARK_CONF"
+
+
+def defaults_file() -> Path | None:
+    """``$LAKELOG_SPARK_CONF``, else ``conf/spark-defaults.conf`` of the source tree, if it exists."""
+    explicit = os.environ.get(CONF_ENV)
+    if explicit:
+        return Path(explicit)
+    candidate = Path(__file__).resolve().parents[2] / "conf" / "spark-defaults.conf"
+    return candidate if candidate.is_file() else None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Spark properties file: ``key value`` or ``key=value`` lines, ``#`` comments."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([^\s=:]+)\s*[\s=:]\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def build_session(app_name: str, *, master: str | None = None, conf: dict[str, str] | None = None):
+    """Get or create the job's SparkSession (``master`` and ``conf`` override the files)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    spark_conf = SparkConf()  # holds what spark-submit passed (spark.* system properties)
+    path = defaults_file()
+    settings = read_properties(path) if path is not None and path.is_file() else {}
+    settings.update(conf or {})
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        if not spark_conf.contains(key) or key in (conf or {}):
+            builder = builder.config(key, value)
+    if master:
+        builder = builder.master(master)
+    elif not spark_conf.contains("spark.master") and "spark.master" not in settings:
+        builder = builder.master("local[*]")
+    return builder.getOrCreate()

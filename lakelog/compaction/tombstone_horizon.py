@@ -1,0 +1,95 @@
+"""When each tombstone was first cleaned, recorded in the segment file that holds it.
+
+Kafka keeps a tombstone (a record with a null value) for
+``delete.retention.ms`` after the cleaning pass that first reached it (KIP-534:
+the cleaner stamps the batch with a delete horizon), so a consumer reading
+the log from the start has that long to see the delete.  lakelog stamps the
+segment file instead: a Parquet footer key-value entry
+``lakelog.tombstones`` = ``{"count": N, "runs": [[first, last, passMs], ...]}``
+where ``count`` is the number of tombstones in the file and each run says
+that the tombstones with offsets in ``[first, last]`` were first reached by
+the pass at ``passMs`` (epoch ms).  A tombstone no run covers has not been
+cleaned yet.  Files written by producers carry no entry (count unknown, no
+stamps).
+
+Both the compaction and the merge job write the entry (merging keeps the
+stamps); a file is the only place the stamp lives, so it moves with the data
+and cannot disagree with it.  Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+METADATA_KEY = b"lakelog.tombstones"
+
+
+@dataclass(frozen=True)
+class TombstoneStamps:
+    """A segment file's tombstone count (None = unknown) and stamp runs ``(first, last, pass_ms)``."""
+
+    count: int | None = None
+    runs: tuple[tuple[int, int, int], ...] = ()
+
+    def pass_ms(self, offset: int) -> int | None:
+        """The time of the pass that first cleaned the tombstone at ``offset``, or None."""
+        i = bisect.bisect_right([r[0] for r in self.runs], offset) - 1
+        if i >= 0 and self.runs[i][0] <= offset <= self.runs[i][1]:
+            return self.runs[i][2]
+        return None
+
+    def pass_times(self, offsets: Sequence[int]) -> list[int | None]:
+        """:meth:`pass_ms` for many offsets (any order)."""
+        firsts = [r[0] for r in self.runs]
+        out: list[int | None] = []
+        for o in offsets:
+            i = bisect.bisect_right(firsts, o) - 1
+            out.append(self.runs[i][2] if i >= 0 and self.runs[i][0] <= o <= self.runs[i][1] else None)
+        return out
+
+    @property
+    def may_have_tombstones(self) -> bool:
+        return self.count is None or self.count > 0
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {METADATA_KEY: json.dumps({"count": self.count, "runs": [list(r) for r in self.runs]}).encode()}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict | None) -> "TombstoneStamps":
+        raw = (metadata or {}).get(METADATA_KEY)
+        if raw is None:
+            return cls()
+        try:
+            doc = json.loads(raw)
+            runs = tuple(sorted((int(a), int(b), int(t)) for a, b, t in doc.get("runs") or ()))
+            count = doc.get("count")
+            return cls(None if count is None else int(count), runs)
+        except (ValueError, TypeError):
+            return cls()  # unreadable: treat as a producer's file (tombstones unknown, none stamped)
+
+
+def runs_for(offsets: Iterable[int], pass_times: Iterable[int]) -> tuple[tuple[int, int, int], ...]:
+    """Stamp runs for tombstones at ``offsets`` (ascending) first cleaned at ``pass_times``.
+
+    Consecutive tombstones with the same pass time share one run; a run may
+    span non-tombstone offsets, which is harmless (stamps apply to tombstones only).
+    """
+    runs: list[list[int]] = []
+    for o, t in zip(offsets, pass_times):
+        if runs and runs[-1][2] == t:
+            runs[-1][1] = o
+        else:
+            runs.append([o, o, t])
+    return tuple((a, b, t) for a, b, t in runs)
+
+
+def expired(pass_ms: int | None, now_ms: int, delete_retention_ms: int) -> bool:
+    """Whether a tombstone first cleaned at ``pass_ms`` may be dropped by a pass at ``now_ms``.
+
+    Kafka drops a tombstone once its delete horizon (pass time + delete.retention.ms)
+    is not in the future; an unstamped tombstone is never dropped (it gets stamped).
+    """
+    return pass_ms is not None and pass_ms + delete_retention_ms <= now_ms

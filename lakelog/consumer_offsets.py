@@ -1,0 +1,223 @@
+"""Committed consumer offsets, kept in the internal compacted topic ``__consumer_offsets``.
+
+As in Kafka, an offset commit is a record of an internal compacted topic:
+
+* key   = JSON ``["<group>", "<topic>", <partition>]`` (UTF-8, no spaces);
+* value = JSON ``{"offset": O, "metadata": "...", "commit_timestamp": ms}``, or null
+  (a tombstone: the group's offset for that partition was deleted).
+
+All keys of one group live in one partition, ``murmur2(group) % partitions``
+(Kafka's ``partitionFor(groupId)``), so a commit of several partitions is one
+atomic batch.  The latest record of a key wins; compaction may drop older
+ones, so a reader never depends on them.
+
+:class:`OffsetStore` loads its state by reading the whole topic once and stays
+current by re-reading the tail (new records since the last read) before every
+read, so several processes sharing a root -- HTTP fronts, the CLI, Spark
+drivers -- see each other's commits.  Records are applied by log offset (a
+record older than the one already applied for its key is ignored), so the
+order in which a process learns of commits cannot roll an offset back.
+
+Thread-safe: one lock guards the state and serialises tail reads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from lakelog.errors import InvalidGroupId, InvalidRequest, KafkaError, OffsetMetadataTooLarge, TopicAlreadyExists
+from lakelog.partitioner import partition_for_key
+from lakelog.topic_name import validate_topic_name
+from lakelog.writer.committer import PartitionBatch
+from lakelog.writer.records import normalize_records
+
+if TYPE_CHECKING:
+    from lakelog.log import Log
+    from lakelog.writer.accumulator import RecordAccumulator
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_PARTITIONS = 8
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
+MAX_GROUP_ID_LENGTH = 255
+_FETCH_RECORDS = 10_000
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """One committed offset (Kafka's ``OffsetAndMetadata`` plus where it is and when it was committed)."""
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    commit_timestamp: int  # epoch ms
+
+
+def validate_group_id(group: object) -> str:
+    """Return ``group`` if it is a usable group id, else raise ``INVALID_GROUP_ID``."""
+    if not isinstance(group, str) or not group:
+        raise InvalidGroupId(f"group id {group!r} is illegal: it must be a non-empty string")
+    if len(group) > MAX_GROUP_ID_LENGTH:
+        raise InvalidGroupId(f"group id is {len(group)} characters long, the limit is {MAX_GROUP_ID_LENGTH}")
+    if any(ord(c) < 32 for c in group):
+        raise InvalidGroupId(f"group id {group!r} is illegal: it contains a control character")
+    return group
+
+
+def encode_key(group: str, topic: str, partition: int) -> bytes:
+    return json.dumps([group, topic, partition], separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_key(key: bytes) -> tuple[str, str, int] | None:
+    try:
+        group, topic, partition = json.loads(key)
+        return str(group), str(topic), int(partition)
+    except (ValueError, TypeError):
+        return None  # not an offset-commit key: ignore, as Kafka ignores unknown key versions
+
+
+class OffsetStore:
+    """Commit and fetch consumer-group offsets over one :class:`~lakelog.log.Log`.
+
+    ``accumulator`` (optional) routes commits through a shared group-commit
+    accumulator (the HTTP front does this); otherwise each commit is its own
+    Delta commit.  Creating the store creates ``__consumer_offsets`` if it is missing.
+    """
+
+    def __init__(self, log: "Log", *, accumulator: "RecordAccumulator | None" = None,
+                 partitions: int = OFFSETS_TOPIC_PARTITIONS) -> None:
+        self.log = log
+        self.accumulator = accumulator
+        self._lock = threading.RLock()
+        # (group, topic, partition) -> (log offset of the record, CommittedOffset or None for a tombstone)
+        self._state: dict[tuple[str, str, int], tuple[int, CommittedOffset | None]] = {}
+        self._positions: dict[int, int] = {}  # next log offset to read, per partition
+        try:
+            log.create_topic(OFFSETS_TOPIC, partitions, OFFSETS_TOPIC_CONFIGS)
+        except TopicAlreadyExists:
+            pass
+        self.refresh()
+
+    # -- reading -----------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Apply every record committed to the topic since the last read (by any process)."""
+        with self._lock:
+            snap = self.log.snapshot(OFFSETS_TOPIC)
+            for p in range(snap.partition_count):
+                hw = snap.high_watermark(p)
+                pos = max(self._positions.get(p, 0), snap.log_start_offset(p))
+                while pos < hw:
+                    res = self.log.fetch(OFFSETS_TOPIC, p, pos, max_records=_FETCH_RECORDS)
+                    cols = res.records.select(["offset", "key", "value", "timestamp"]).to_pydict()
+                    for off, key, value, ts in zip(cols["offset"], cols["key"], cols["value"], cols["timestamp"]):
+                        self._apply(off, key, value, ts)
+                    if res.next_offset <= pos:
+                        break
+                    pos = res.next_offset
+                self._positions[p] = pos
+
+    def _apply(self, log_offset: int, key: bytes | None, value: bytes | None, ts) -> None:
+        k = decode_key(key) if key is not None else None
+        if k is None:
+            return
+        current = self._state.get(k)
+        if current is not None and current[0] >= log_offset:
+            return
+        entry = None
+        if value is not None:
+            try:
+                v = json.loads(value)
+                stamp = v.get("commit_timestamp")
+                if stamp is None:
+                    stamp = int(ts.timestamp() * 1000) if ts is not None else 0
+                entry = CommittedOffset(k[0], k[1], k[2], int(v["offset"]), str(v.get("metadata") or ""),
+                                        int(stamp))
+            except (ValueError, TypeError, KeyError):
+                return
+        self._state[k] = (log_offset, entry)
+
+    def fetch(self, group: str, topic: str | None = None, *, refresh: bool = True) -> list[CommittedOffset]:
+        """The group's committed offsets (of one topic, or all), sorted by topic and partition."""
+        validate_group_id(group)
+        if topic is not None:
+            validate_topic_name(topic)
+        if refresh:
+            self.refresh()
+        with self._lock:
+            out = [e for (g, t, _), (_, e) in self._state.items()
+                   if e is not None and g == group and (topic is None or t == topic)]
+        return sorted(out, key=lambda e: (e.topic, e.partition))
+
+    def list_groups(self, *, refresh: bool = True) -> list[str]:
+        """Groups with at least one committed offset."""
+        if refresh:
+            self.refresh()
+        with self._lock:
+            return sorted({g for (g, _, _), (_, e) in self._state.items() if e is not None})
+
+    # -- writing -----------------------------------------------------------------------
+    def commit(self, group: str, offsets: Iterable[tuple[str, int, int, str | None]]) -> list[CommittedOffset]:
+        """Commit ``(topic, partition, offset, metadata)`` tuples for ``group`` atomically.
+
+        Validates everything first (``INVALID_GROUP_ID``, ``INVALID_TOPIC_EXCEPTION``,
+        ``INVALID_REQUEST``, ``OFFSET_METADATA_TOO_LARGE``): a rejected commit writes nothing.
+        Returns what was committed, once it is durable.
+        """
+        validate_group_id(group)
+        now = int(time.time() * 1000)
+        entries: dict[tuple[str, int], CommittedOffset] = {}
+        for item in offsets:
+            try:
+                topic, partition, offset, metadata = item
+            except (TypeError, ValueError):
+                raise InvalidRequest(f"an offset commit entry must be (topic, partition, offset, metadata), "
+                                     f"got {item!r}") from None
+            validate_topic_name(topic)
+            for name, v in (("partition", partition), ("offset", offset)):
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise InvalidRequest(f"{name} of the commit for {topic} must be an integer >= 0, got {v!r}")
+            metadata = metadata or ""
+            if not isinstance(metadata, str):
+                raise InvalidRequest(f"metadata of the commit for {topic}-{partition} must be a string")
+            if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                raise OffsetMetadataTooLarge(
+                    f"metadata of the commit for {topic}-{partition} is {len(metadata.encode())} bytes, "
+                    f"larger than offset.metadata.max.bytes={OFFSET_METADATA_MAX_BYTES}")
+            entries[(topic, partition)] = CommittedOffset(group, topic, partition, offset, metadata, now)
+        if not entries:
+            raise InvalidRequest(f"offset commit for group {group} lists no offsets")
+        records = [{"key": encode_key(group, e.topic, e.partition),
+                    "value": json.dumps({"offset": e.offset, "metadata": e.metadata,
+                                         "commit_timestamp": e.commit_timestamp}).encode(),
+                    "timestamp": now} for e in entries.values()]
+        self._write(group, records)
+        return list(entries.values())
+
+    def delete_group(self, group: str) -> int:
+        """Delete every committed offset of ``group`` (tombstones); returns how many were deleted."""
+        validate_group_id(group)
+        keys = [(e.topic, e.partition) for e in self.fetch(group)]
+        if not keys:
+            return 0
+        self._write(group, [{"key": encode_key(group, t, p), "value": None} for t, p in keys])
+        return len(keys)
+
+    def _write(self, group: str, records: list[dict]) -> None:
+        snap = self.log.snapshot(OFFSETS_TOPIC)
+        partition = partition_for_key(group.encode(), snap.partition_count)
+        batch = PartitionBatch(partition, normalize_records(records))
+        if self.accumulator is not None:
+            result = self.accumulator.append(OFFSETS_TOPIC, [batch]).result()[0]
+        else:
+            result = self.log.append_batches(OFFSETS_TOPIC, [batch])[0]
+        if isinstance(result, KafkaError):
+            raise result
+        with self._lock:  # apply our own records now: reads after a commit see it
+            for i, r in enumerate(records):
+                self._apply(result.base_offset + i, r["key"], r["value"], None)

@@ -1,0 +1,281 @@
+"""A fault-injecting HTTP proxy in front of an S3 endpoint (the moto server), for storage-fault tests.
+
+It speaks just enough HTTP/1.1 to relay S3 traffic byte for byte: a request is
+read whole (``Content-Length`` or raw chunked framing; ``Expect: 100-continue``
+is answered by the proxy itself), matched against the armed faults, and then
+either forwarded on a fresh upstream connection or failed:
+
+- ``fail``: answer with an S3 XML error (500 / 503) without forwarding;
+- ``drop``: close the client's connection without forwarding;
+- ``lose_response``: forward (the store applies the request) and then close the
+  client's connection without answering -- the ambiguous "did it commit?" case;
+- ``stall``: hold the request for some seconds, then drop it or forward it late.
+
+Each fault applies to the next ``times`` requests matching its predicate
+``(method, target) -> bool`` (target = the URL-decoded path and query).  Every
+request is recorded in :attr:`log` as ``(method, target, action)``.  Thread-safe; one thread per client connection.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import socketserver
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import unquote, urlparse
+
+Predicate = Callable[[str, str], bool]
+
+COMMIT_FILE = re.compile(r"/_delta_log/\d{20}\.json(\?|$)")
+
+
+def commit_put(method: str, path: str) -> bool:
+    """The PUT of a Delta commit file ``_delta_log/<20-digit version>.json``."""
+    return method == "PUT" and bool(COMMIT_FILE.search(path))
+
+
+def delta_log_access(method: str, path: str) -> bool:
+    """Any request touching a ``_delta_log/`` (commit PUTs, GETs, HEADs, LISTs with a ``_delta_log`` prefix)."""
+    return "_delta_log" in path
+
+
+@dataclass
+class Fault:
+    predicate: Predicate
+    action: str  # fail | drop | lose_response | stall
+    times: int
+    status: int = 500
+    seconds: float = 0.0
+    then: str = "drop"  # after a stall: drop | forward
+    hits: list = field(default_factory=list)  # (method, target) of each matched request
+    upstream_statuses: list = field(default_factory=list)  # the store's status for each forwarded one
+    done: threading.Event = field(default_factory=threading.Event)  # set when the last match is handled
+
+
+class _Closed(Exception):
+    pass
+
+
+def _read_until(sock: socket.socket, buf: bytearray, marker: bytes) -> bytes:
+    while True:
+        i = buf.find(marker)
+        if i >= 0:
+            out = bytes(buf[: i + len(marker)])
+            del buf[: i + len(marker)]
+            return out
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise _Closed()
+        buf += chunk
+
+
+def _read_exact(sock: socket.socket, buf: bytearray, n: int) -> bytes:
+    while len(buf) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise _Closed()
+        buf += chunk
+    out = bytes(buf[:n])
+    del buf[:n]
+    return out
+
+
+def _parse_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
+    lines = head.decode("latin-1").split("\r\n")
+    headers = []
+    for line in lines[1:]:
+        if line:
+            k, _, v = line.partition(":")
+            headers.append((k.strip(), v.strip()))
+    return lines[0], headers
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
+
+
+def _build_head(first: str, headers: list[tuple[str, str]]) -> bytes:
+    return ("\r\n".join([first] + [f"{k}: {v}" for k, v in headers]) + "\r\n\r\n").encode("latin-1")
+
+
+def _read_chunked_raw(sock: socket.socket, buf: bytearray) -> bytes:
+    """The raw bytes of a chunked body, trailers included (relayed unchanged)."""
+    out = bytearray()
+    while True:
+        size_line = _read_until(sock, buf, b"\r\n")
+        out += size_line
+        size = int(size_line.split(b";")[0].strip(), 16)
+        if size == 0:
+            while True:
+                trailer = _read_until(sock, buf, b"\r\n")
+                out += trailer
+                if trailer == b"\r\n":
+                    return bytes(out)
+        out += _read_exact(sock, buf, size + 2)
+
+
+class S3FaultProxy:
+    """A proxy on ``127.0.0.1:<random port>`` in front of ``upstream`` (``http://host:port``)."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urlparse(upstream)
+        self._upstream = (parsed.hostname, parsed.port or 80)
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self.log: list[tuple[str, str, str]] = []
+        proxy = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                proxy._serve(self.request)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="s3-fault-proxy", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "S3FaultProxy":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- arming faults -------------------------------------------------------------------
+    def _arm(self, fault: Fault) -> Fault:
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def fail(self, predicate: Predicate, *, times: int = 1, status: int = 500) -> Fault:
+        return self._arm(Fault(predicate, "fail", times, status=status))
+
+    def drop(self, predicate: Predicate, *, times: int = 1) -> Fault:
+        return self._arm(Fault(predicate, "drop", times))
+
+    def lose_response(self, predicate: Predicate, *, times: int = 1) -> Fault:
+        return self._arm(Fault(predicate, "lose_response", times))
+
+    def stall(self, predicate: Predicate, seconds: float, *, times: int = 1, then: str = "drop") -> Fault:
+        return self._arm(Fault(predicate, "stall", times, seconds=seconds, then=then))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def _match(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if f.times > 0 and f.predicate(method, path):
+                    f.times -= 1
+                    f.hits.append((method, path))
+                    return f
+        return None
+
+    def _finished(self, fault: Fault) -> None:
+        with self._lock:
+            if fault.times == 0:
+                fault.done.set()
+
+    # -- serving -------------------------------------------------------------------------
+    def _serve(self, client: socket.socket) -> None:
+        buf = bytearray()
+        try:
+            while True:
+                head = _read_until(client, buf, b"\r\n\r\n")
+                first, headers = _parse_head(head)
+                method, target = first.split(" ")[:2]
+                path = unquote(target)  # path and query: a LIST names its prefix in the query
+                if (_header(headers, "expect") or "").lower() == "100-continue":
+                    client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    headers = [(k, v) for k, v in headers if k.lower() != "expect"]
+                if (_header(headers, "transfer-encoding") or "").lower().endswith("chunked"):
+                    body = _read_chunked_raw(client, buf)
+                else:
+                    body = _read_exact(client, buf, int(_header(headers, "content-length") or 0))
+                close_after = (_header(headers, "connection") or "").lower() == "close"
+                fault = self._match(method, path)
+                action = fault.action if fault else "forward"
+                with self._lock:
+                    self.log.append((method, path, action))
+                if fault is not None and fault.action == "stall":
+                    time.sleep(fault.seconds)
+                    action = fault.then
+                if action in ("fail", "drop"):
+                    self._finished(fault)
+                if action == "fail":
+                    code = fault.status
+                    reason = {500: "Internal Server Error", 503: "Slow Down"}.get(code, "Error")
+                    xml = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{'SlowDown' if code == 503 else 'InternalError'}"
+                           f"</Code><Message>injected fault</Message></Error>").encode()
+                    client.sendall(_build_head(f"HTTP/1.1 {code} {reason}",
+                                               [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))])
+                                   + xml)
+                    continue
+                if action == "drop":
+                    return
+                response = self._forward(first, headers, body, method)
+                if fault is not None:
+                    fault.upstream_statuses.append(int(response.split(b" ", 2)[1]))
+                    self._finished(fault)
+                if action == "lose_response":
+                    return
+                client.sendall(response)
+                if close_after:
+                    return
+        except (_Closed, OSError):
+            return
+        finally:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            client.close()
+
+    def _forward(self, first: str, headers: list[tuple[str, str]], body: bytes, method: str) -> bytes:
+        """Send the request upstream on a fresh connection; the whole response, re-framed for keep-alive."""
+        headers = [(k, v) for k, v in headers if k.lower() not in ("connection", "keep-alive")]
+        headers.append(("Connection", "close"))
+        with socket.create_connection(self._upstream, timeout=60) as up:
+            up.sendall(_build_head(first, headers) + body)
+            raw = bytearray()
+            while True:
+                chunk = up.recv(65536)
+                if not chunk:
+                    break
+                raw += chunk
+        while True:  # skip interim 1xx responses
+            i = raw.find(b"\r\n\r\n")
+            status_line, rheaders = _parse_head(bytes(raw[:i + 4]))
+            rbody = bytes(raw[i + 4:])
+            if status_line.split(" ")[1].startswith("1"):
+                raw = bytearray(rbody)
+                continue
+            break
+        status = int(status_line.split(" ")[1])
+        rheaders = [(k, v) for k, v in rheaders if k.lower() not in ("connection", "keep-alive")]
+        if method == "HEAD" or status in (204, 304):
+            return _build_head(status_line, rheaders)
+        te = (_header(rheaders, "transfer-encoding") or "").lower()
+        if te.endswith("chunked"):
+            return _build_head(status_line, rheaders) + rbody
+        cl = _header(rheaders, "content-length")
+        if cl is None:
+            rheaders.append(("Content-Length", str(len(rbody))))
+        else:
+            rbody = rbody[: int(cl)]
+        return _build_head(status_line, rheaders) + rbody

@@ -1,0 +1,153 @@
+"""The stream reader's offset logic driven directly, as Spark's engine drives it (no SparkSession).
+
+Admission control, AvailableNow targets, new partitions, data loss and the offsets JSON are checked call by
+call here, where time and order are under the test's control; test_streaming.py runs real queries.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from lakelog import Log
+from lakelog.errors import OffsetOutOfRange
+from lakelog.reader.read_plan import SegmentSlice
+from lakelog.reader.spark_source import KAFKA_SCHEMA, LakelogDataSource
+from lakelog.storage import StorageRoot
+
+from spark_support import produce
+
+
+@pytest.fixture
+def local_log(tmp_path):
+    return Log(StorageRoot.resolve(str(tmp_path / "root")))
+
+
+def stream_reader(log, **options):
+    opts = {"path": log.root.uri, **{k.lower(): str(v) for k, v in options.items()}}
+    return LakelogDataSource(opts).streamReader(KAFKA_SCHEMA)
+
+
+def planned(reader, start, end) -> dict[tuple[str, int], list[int]]:
+    out: dict[tuple[str, int], list[int]] = {}
+    for part in reader.partitions(start, end):
+        for s in part.task.slices:
+            out.setdefault((s.topic, s.partition), []).extend(range(s.start, s.end))
+    return out
+
+
+def test_max_offsets_per_trigger_and_all_available(local_log):
+    local_log.create_topic("t", 2)
+    produce(local_log, "t", 0, 90)
+    produce(local_log, "t", 1, 10)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger=20)
+    assert r.getDefaultReadLimit() == ReadMaxRows(20)
+    start = r.initialOffset()
+    assert start == {"t": {"0": 0, "1": 0}}
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert end == {"t": {"0": 18, "1": 2}}  # prorated by lag: 90 and 10
+    assert sum(len(v) for v in planned(r, start, end).values()) == 20
+    # the engine may override the options' limit (e.g. Trigger.Once): then everything is admitted
+    assert r.latestOffset(end, ReadAllAvailable()) == {"t": {"0": 90, "1": 10}}
+    assert r.latestOffset({"t": {"0": 90, "1": 10}}, r.getDefaultReadLimit()) == {"t": {"0": 90, "1": 10}}
+    assert r.reportLatestOffset() == {"t": {"0": 90, "1": 10}}
+
+
+def test_min_offsets_per_trigger_waits_for_data_or_the_max_delay(local_log):
+    local_log.create_topic("t", 1)
+    produce(local_log, "t", 0, 5)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger=10,
+                      maxTriggerDelay="2s")
+    limit = r.getDefaultReadLimit()
+    assert limit == ReadMinRows(10)
+    start = r.initialOffset()
+    first = r.latestOffset(start, limit)  # the first trigger always runs, like the Kafka source
+    assert first == {"t": {"0": 5}}
+    produce(local_log, "t", 0, 3)
+    assert r.latestOffset(first, limit) is first  # 3 < 10 new offsets and the delay has not passed: wait
+    produce(local_log, "t", 0, 7)
+    assert r.latestOffset(first, limit) == {"t": {"0": 15}}
+    produce(local_log, "t", 0, 1)
+    deadline = time.monotonic() + 30
+    while r.latestOffset({"t": {"0": 15}}, limit) == {"t": {"0": 15}}:
+        assert time.monotonic() < deadline, "maxTriggerDelay never released the small batch"
+        time.sleep(0.2)
+    assert time.monotonic() < deadline
+
+
+def test_available_now_stops_at_the_high_watermark_of_its_start(local_log):
+    local_log.create_topic("t", 1)
+    produce(local_log, "t", 0, 30)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger=12,
+                      minOffsetsPerTrigger=5)
+    r.prepareForTriggerAvailableNow()
+    produce(local_log, "t", 0, 30)  # arrives after the query started
+    offsets, start = [], r.initialOffset()
+    while True:
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end == start:
+            break
+        offsets.append(end["t"]["0"])
+        start = end
+    assert offsets == [12, 24, 30]  # bounded batches, the last one below minOffsetsPerTrigger, then done
+
+
+def test_new_partitions_and_topics_are_picked_up(local_log):
+    local_log.create_topic("orders-a", 1)
+    produce(local_log, "orders-a", 0, 4)
+    r = stream_reader(local_log, subscribePattern="orders-.*", startingOffsets="earliest")
+    start = r.initialOffset()
+    local_log.alter_topic("orders-a", partitions=2)
+    produce(local_log, "orders-a", 1, 3)
+    local_log.create_topic("orders-b", 1)
+    produce(local_log, "orders-b", 0, 2)
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"orders-a": {"0": 4, "1": 3}, "orders-b": {"0": 2}}
+    assert planned(r, start, end) == {("orders-a", 0): [0, 1, 2, 3], ("orders-a", 1): [0, 1, 2],
+                                      ("orders-b", 0): [0, 1]}
+
+
+def test_starting_offsets_resolve_per_partition(local_log):
+    local_log.create_topic("t", 2)
+    produce(local_log, "t", 0, 10)
+    produce(local_log, "t", 1, 10)
+    assert stream_reader(local_log, subscribe="t").initialOffset() == {"t": {"0": 10, "1": 10}}  # default latest
+    r = stream_reader(local_log, subscribe="t", startingOffsets='{"t":{"0":-2,"1":4}}')
+    assert r.initialOffset() == {"t": {"0": 0, "1": 4}}
+    r = stream_reader(local_log, subscribe="t", startingTimestamp=1_700_000_000_000 + 7500)
+    assert r.initialOffset() == {"t": {"0": 8, "1": 8}}
+    with pytest.raises(Exception, match="No offset matched"):
+        stream_reader(local_log, subscribe="t", startingTimestamp=1_800_000_000_000).initialOffset()
+    r = stream_reader(local_log, subscribe="t", startingTimestamp=1_800_000_000_000,
+                      startingOffsetsByTimestampStrategy="latest")
+    assert r.initialOffset() == {"t": {"0": 10, "1": 10}}
+
+
+def test_checkpointed_offsets_removed_by_retention(local_log):
+    local_log.create_topic("t", 1)
+    for _ in range(2):
+        produce(local_log, "t", 0, 10)
+    local_log.delete_records("t", 0, 15)
+    start, end = {"t": {"0": 5}}, {"t": {"0": 20}}
+    with pytest.raises(OffsetOutOfRange, match='"failOnDataLoss" to "false"'):
+        stream_reader(local_log, subscribe="t").partitions(start, end)
+    lenient = stream_reader(local_log, subscribe="t", failOnDataLoss="false")
+    assert planned(lenient, start, end) == {("t", 0): list(range(15, 20))}
+
+
+def test_readers_pickle_small_and_read_outside_the_planner(local_log):
+    import pickle
+
+    local_log.create_topic("t", 1)
+    produce(local_log, "t", 0, 10)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest")
+    end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    parts = r.partitions({"t": {"0": 0}}, end)
+    executor_side = pickle.loads(pickle.dumps(r))  # what Spark ships to executors: no snapshots, no handles
+    assert executor_side._view is None and len(pickle.dumps(r)) < 4000
+    batches = [b for p in parts for b in executor_side.read(pickle.loads(pickle.dumps(p)))]
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(10))
+    assert all(b.schema.names == KAFKA_SCHEMA.fieldNames() for b in batches)
+    assert isinstance(parts[0].task.slices[0], SegmentSlice)

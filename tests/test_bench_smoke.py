@@ -1,0 +1,45 @@
+"""The benchmark harness runs end to end (quick mode, tiny sizes), so bench code cannot rot.
+
+Numbers are not asserted against goals here: performance is judged by ``make bench``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_quick_run_produces_numbers_and_sections(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# notes kept\n\nhand-written findings\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--scale", "0.2", "--output", str(out),
+         "--workdir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"lakelog +[\d,]+ rec/s", proc.stdout), proc.stdout
+    assert re.search(r"lakelog warm p50 [\d.]+ ms", proc.stdout), proc.stdout
+    text = out.read_text()
+    assert text.startswith("# notes kept\n\nhand-written findings\n")
+    for name in ("append", "seek"):
+        body = re.search(rf"<!-- bench:{name} -->(.*?)<!-- /bench:{name} -->", text, re.S)
+        assert body, f"no {name} section in\n{text}"
+        assert re.search(r"\| [\d,]+ \| [\d,]+ \|", body.group(1)) or re.search(r"\| \d+\.\d{3} \|", body.group(1))
+    assert "deltalake" in text and "CPUs" in text  # the environment line
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("lakelog-bench-")], "scratch dirs left behind"
+
+
+def test_rerunning_one_benchmark_replaces_only_its_section():
+    from bench.run import replace_section
+
+    text = "intro\n\n<!-- bench:append -->\nold append\n<!-- /bench:append -->\n\nmiddle\n\n" \
+           "<!-- bench:seek -->\nold seek\n<!-- /bench:seek -->\n"
+    new = replace_section(text, "seek", "<!-- bench:seek -->\nnew seek\n<!-- /bench:seek -->")
+    assert "old append" in new and "middle" in new and "new seek" in new and "old seek" not in new
+    added = replace_section(new, "later", "<!-- bench:later -->\nx\n<!-- /bench:later -->")
+    assert added.startswith(new.rstrip("\n")) and added.endswith("<!-- /bench:later -->\n")

@@ -1,0 +1,305 @@
+"""The ``lakelog`` command line, run as the real console script in subprocesses, on a local root and on moto S3."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import BUCKET, s3_options
+from lakelog import Log
+from lakelog.partitioner import partition_for_key
+from lakelog.storage import StorageRoot
+
+SCRIPT = Path(sys.executable).parent / "lakelog"
+TIMEOUT = 120
+
+
+def clean_env() -> dict[str, str]:
+    """The test process's environment without anything that would point the CLI at some other root."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "LAKELOG_ROOT"}
+
+
+@dataclass
+class Cli:
+    """Runs ``lakelog`` against one root; ``log`` is a library handle on the same root."""
+
+    env: dict[str, str]
+    root_args: list[str]
+    root: StorageRoot
+    #: whether to also check what does not depend on the storage (output formats): once, on the local root
+    check_formats: bool = True
+
+    @property
+    def log(self) -> Log:
+        return Log(self.root)
+
+    def run(self, *args: str, stdin: str | bytes | None = None, expect: int = 0,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        assert SCRIPT.exists(), f"the console script {SCRIPT} is missing: run `make install`"
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        proc = subprocess.run([str(SCRIPT), *self.root_args, *args], input=data, capture_output=True,
+                              env=env or self.env, timeout=TIMEOUT)
+        assert proc.returncode == expect, (
+            f"lakelog {' '.join(args)} exited {proc.returncode}, expected {expect}\n"
+            f"stdout: {proc.stdout.decode(errors='replace')}\nstderr: {proc.stderr.decode(errors='replace')}")
+        return proc
+
+    def json(self, *args: str, **kwargs):
+        return json.loads(self.run(*args, "--json", **kwargs).stdout)
+
+    def lines(self, *args: str, **kwargs) -> list[str]:
+        return self.run(*args, **kwargs).stdout.decode().splitlines()
+
+
+@pytest.fixture(params=["local", "s3"])
+def cli(request, tmp_path) -> Cli:
+    """Local: the root comes from $LAKELOG_ROOT. S3: ``--root s3://...`` with the standard AWS env vars."""
+    env = clean_env()
+    if request.param == "local":
+        path = str(tmp_path / "root")
+        env["LAKELOG_ROOT"] = path
+        return Cli(env, [], StorageRoot.resolve(path))
+    endpoint = request.getfixturevalue("s3_endpoint")
+    uri = f"s3://{BUCKET}/{uuid.uuid4().hex}"
+    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+               AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    return Cli(env, ["--root", uri], StorageRoot.resolve(uri, s3_options(endpoint)), check_formats=False)
+
+
+@pytest.fixture
+def local_cli(tmp_path) -> Cli:
+    path = str(tmp_path / "root")
+    return Cli(dict(clean_env(), LAKELOG_ROOT=path), [], StorageRoot.resolve(path))
+
+
+def test_help_lists_commands_without_loading_the_storage_stack():
+    proc = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0
+    for command in ("topics", "produce", "consume", "get-offsets", "dump-log", "--root", "--storage-option", "--json"):
+        assert command in proc.stdout
+    probe = ("import sys; from lakelog.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('pyarrow', 'deltalake', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    usage = subprocess.run([str(SCRIPT), "topics", "frobnicate"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+def test_every_command_end_to_end(cli: Cli):
+    # topics create / list
+    created = cli.json("topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=86400000")
+    assert created["name"] == "orders" and [p["partition"] for p in created["partitions"]] == [0, 1, 2]
+    assert created["overrides"] == {"retention.ms": "86400000"}
+    assert cli.lines("topics", "create", "timed", "--partitions", "2") == ["Created topic timed."]
+    assert cli.json("topics", "list") == ["orders", "timed"]
+
+    # produce: KEY:VALUE lines, 20 lines per commit -> 3 commits for 50 lines
+    lines = [f"k{i % 7}:v{i}" for i in range(50)]
+    summary = cli.json("produce", "orders", "--key-separator", ":", "--batch-size", "20",
+                       stdin="\n".join(lines) + "\n")
+    assert summary["records"] == 50 and summary["commits"] == 3
+    # the Kafka spelling of the same, to an explicit partition
+    cli.run("produce", "orders", "--partition", "2", "--property", "parse.key=true",
+            "--property", "key.separator=|", stdin="x|explicit-1\ny|explicit-2")
+
+    # consume from the beginning: every record once, keys partitioned by murmur2, offsets dense
+    records = [json.loads(line) for line in cli.lines("consume", "orders", "--from-beginning", "--json")]
+    assert len(records) == 52
+    by_partition: dict[int, list[dict]] = {}
+    for r in records:
+        by_partition.setdefault(r["partition"], []).append(r)
+    for p, recs in by_partition.items():
+        assert [r["offset"] for r in recs] == list(range(len(recs)))
+    keyed = [r for r in records if r["value"].startswith("v")]
+    assert sorted(r["value"] for r in keyed) == sorted(f"v{i}" for i in range(50))
+    for r in keyed:
+        assert r["key"] == f"k{int(r['value'][1:]) % 7}"
+        assert r["partition"] == partition_for_key(r["key"].encode(), 3)
+    explicit = [r for r in records if r["value"].startswith("explicit")]
+    assert [(r["partition"], r["key"], r["value"]) for r in explicit] == [(2, "x", "explicit-1"),
+                                                                       (2, "y", "explicit-2")]
+
+    # Kafka's formatter properties; --offset; the default start (latest) prints nothing for a static topic
+    if cli.check_formats:
+        check_consume_formats(cli, by_partition)
+
+    # get-offsets: earliest / latest / a timestamp (records written by the library, with CreateTimes)
+    cli.log.append("timed", [{"key": f"t{i}", "value": str(i), "timestamp": 1_000 * i} for i in range(1, 11)])
+    timed = {p: [int(r["value"]) * 1000 for r in cli.log.read("timed", p).to_pylist()]  # value i: timestamp 1000*i
+             for p in range(2)}
+    assert cli.lines("get-offsets", "orders", "--time", "earliest") == ["orders:0:0", "orders:1:0", "orders:2:0"]
+    assert cli.lines("get-offsets", "orders") == [f"orders:{p}:{len(by_partition.get(p, []))}" for p in range(3)]
+    expected = [f"timed:{p}:{next(i for i, ts in enumerate(timed[p]) if ts >= 5500)}"
+                for p in range(2) if any(ts >= 5500 for ts in timed[p])]
+    assert cli.lines("get-offsets", "timed", "--time", "5500") == expected and expected
+    # no record at or after the time: no line (Kafka's GetOffsetShell), null in JSON
+    if cli.check_formats:
+        assert cli.lines("get-offsets", "timed", "--time", "20000") == []
+    assert cli.json("get-offsets", "timed", "--time", "20000") == [
+        {"topic": "timed", "partition": p, "offset": None} for p in range(2)]
+
+    # topics describe
+    desc = cli.json("topics", "describe", "orders")
+    assert [p["high_watermark"] for p in desc["partitions"]] == [len(by_partition.get(p, [])) for p in range(3)]
+    assert sum(p["segments"] for p in desc["partitions"]) >= 4 and all(p["log_start_offset"] == 0
+                                                                        for p in desc["partitions"])
+    assert desc["configs"]["retention.ms"] == "86400000" and desc["configs"]["cleanup.policy"] == "delete"
+
+    # dump-log with an orphan file planted next to the segments: reported, never read
+    seg0 = cli.log.segments("orders", 0)[0]
+    fs = cli.root.filesystem
+    orphan = "partition=0/00000000000000009999-orphan.parquet"
+    fs.copy_file(cli.root.path_for("topics", "orders", seg0.path), cli.root.path_for("topics", "orders", orphan))
+    dump = cli.json("dump-log", "orders", "--partition", "0", "--records")
+    (part,) = dump["partitions"]
+    assert part["high_watermark"] == len(by_partition[0]) and [o["path"] for o in part["orphan_files"]] == [orphan]
+    assert part["orphan_files"][0]["size"] == seg0.bytes
+    dumped = [r for s in part["segments"] for r in s["records"]]
+    assert [r["offset"] for r in dumped] == list(range(len(by_partition[0])))
+    assert [(r["key"], r["value"]) for r in dumped] == [(r["key"], r["value"]) for r in by_partition[0]]
+    assert all(r["producerId"] == -1 and r["sequence"] == -1 for r in dumped)
+    for s in part["segments"]:
+        assert s["last_offset"] - s["base_offset"] + 1 == s["count"] == len(s["records"])
+        assert s["file"].startswith("partition=0/") and s["min_timestamp"] <= s["max_timestamp"]
+    assert [s["base_offset"] for s in part["segments"][1:]] == [s["last_offset"] + 1 for s in part["segments"][:-1]]
+    if cli.check_formats:
+        text = cli.run("dump-log", "orders", "--partition", "0", "--records").stdout.decode()
+        assert f"| offset: 0 CreateTime: {by_partition[0][0]['timestamp']}" in text and orphan in text
+    assert cli.log.read("orders", 0).num_rows == len(by_partition[0])
+
+    # topics alter: configs and a partition increase
+    altered = cli.json("topics", "alter", "orders", "--config", "retention.ms=1000", "--partitions", "4")
+    assert len(altered["partitions"]) == 4 and altered["configs"]["retention.ms"] == "1000"
+
+    # errors: exit 1, "error: NAME (code): message" on stderr, the error dict on stdout with --json
+    err = cli.run("topics", "describe", "nope", expect=1)
+    assert err.stderr.decode().startswith("error: UNKNOWN_TOPIC_OR_PARTITION (3): ") and b"nope" in err.stderr
+    err = json.loads(cli.run("topics", "alter", "orders", "--partitions", "2", "--json", expect=1).stdout)
+    assert err["error_code"] == 37 and err["error_name"] == "INVALID_PARTITIONS"
+
+    # topics delete
+    assert cli.lines("topics", "delete", "timed") == ["Deleted topic timed."]
+    assert cli.json("topics", "list") == ["orders"]
+
+
+def check_consume_formats(cli: Cli, by_partition: dict[int, list[dict]]) -> None:
+    """Kafka's formatter properties, --offset, and the default start at the latest offset."""
+    text = cli.lines("consume", "orders", "--from-beginning", "--partition", "2", "--max-messages", "3",
+                     "--property", "print.key=true", "--property", "print.offset=true",
+                     "--property", "print.partition=true", "--property", "print.timestamp=true",
+                     "--property", "key.separator=|")
+    assert len(text) == 3
+    first = by_partition[2][0]
+    assert text[0] == f"CreateTime:{first['timestamp']}|Partition:2|Offset:0|{first['key']}|{first['value']}"
+    # --offset on one partition; and the default start (latest) prints nothing for a static topic
+    tail = cli.lines("consume", "orders", "--partition", "2", "--offset", str(len(by_partition[2]) - 2))
+    assert tail == ["explicit-1", "explicit-2"]
+    latest = cli.run("consume", "orders")
+    assert latest.stdout == b"" and b"Processed a total of 0 messages" in latest.stderr
+
+
+def test_admin_errors_and_text_output(local_cli: Cli):
+    cli = local_cli
+    cli.run("topics", "create", "orders", "--partitions", "2", "--config", "cleanup.policy=compact")
+    described = cli.run("topics", "describe", "orders").stdout.decode()
+    assert described.startswith("Topic: orders\tPartitionCount: 2\t") and "Configs: cleanup.policy=compact" in described
+    assert "HIGH-WATERMARK" in described and "TOPIC_CONFIG" in described and "retention.ms" in described
+    assert json.loads(cli.run("consume", "nope", "--json", expect=1).stdout) == {
+        "error_code": 3, "error_name": "UNKNOWN_TOPIC_OR_PARTITION",
+        "message": f"topic nope does not exist under {cli.root.uri}"}
+    err = cli.run("topics", "create", "bad", "--config", "retention.mss=5", expect=1)
+    assert err.stderr.startswith(b"error: INVALID_CONFIG (40): ") and b"retention.mss" in err.stderr
+    err = cli.run("topics", "alter", "orders", "--config", "retention.ms=soon", expect=1)
+    assert b"INVALID_CONFIG (40)" in err.stderr and b"retention.ms" in err.stderr
+    err = cli.run("topics", "alter", "orders", "--partitions", "1", expect=1)
+    assert err.stderr.startswith(b"error: INVALID_PARTITIONS (37): ")
+    err = cli.run("topics", "create", "../escape", expect=1)
+    assert b"INVALID_TOPIC_EXCEPTION (17)" in err.stderr
+    cli.run("topics", "create", "x", "--config", "retention.ms", expect=2)  # not KEY=VALUE: usage error
+    assert cli.lines("topics", "list") == ["orders"]  # nothing written by the failed commands
+    assert cli.log.describe_topic("orders").configs["retention.ms"] == "604800000"
+
+
+def test_storage_options_override_the_environment(s3_endpoint):
+    """S3 settings given only as --storage-option (no AWS_* variables at all)."""
+    uri = f"s3://{BUCKET}/{uuid.uuid4().hex}"
+    opts = [f"{k}={v}" for k, v in s3_options(s3_endpoint).items()]
+    args = ["--root", uri] + [a for o in opts for a in ("--storage-option", o)]
+    cli = Cli(clean_env(), args, StorageRoot.resolve(uri, s3_options(s3_endpoint)))
+    cli.run("topics", "create", "t")
+    cli.run("produce", "t", stdin="a\nb\n")
+    assert cli.lines("consume", "t", "--from-beginning") == ["a", "b"]
+    assert cli.log.describe_topic("t").partitions[0].high_watermark == 2
+
+
+def test_produce_line_format_and_bad_input(local_cli: Cli):
+    cli = local_cli
+    cli.run("topics", "create", "t")
+    cli.run("produce", "t", "--property", "parse.headers=true", "--property", "parse.key=true",
+            "--property", "null.marker=NULL",
+            stdin="h1:a,h2:b\tk1\tv1\n\tk2\tNULL\nh3:c\tNULL\tv3\r\n")
+    recs = cli.log.read("t", 0).to_pylist()
+    assert [(r["key"], r["value"]) for r in recs] == [(b"k1", b"v1"), (b"k2", None), (None, b"v3")]
+    assert recs[0]["headers"] == [{"key": "h1", "value": b"a"}, {"key": "h2", "value": b"b"}]
+    assert recs[1]["headers"] is None and recs[2]["headers"] == [{"key": "h3", "value": b"c"}]
+    text = cli.lines("consume", "t", "--from-beginning", "--property", "print.headers=true",
+                     "--property", "print.key=true", "--property", "null.literal=<null>")
+    assert text == ["h1:a,h2:b\tk1\tv1", "NO_HEADERS\tk2\t<null>", "h3:c\t<null>\tv3"]
+
+    # a line without the separator fails its batch (nothing of it written), like Kafka; ignore.error keeps it
+    err = cli.run("produce", "t", "--key-separator", ":", stdin="a:1\nno separator\n", expect=1)
+    assert b"INVALID_RECORD" in err.stderr and b"line number 2" in err.stderr
+    assert cli.log.describe_topic("t").partitions[0].high_watermark == 3
+    cli.run("produce", "t", "--key-separator", ":", "--property", "ignore.error=true", stdin="a:1\nplain\n")
+    assert [(r["key"], r["value"]) for r in cli.log.read("t", 0, start=3).to_pylist()] == [(b"a", b"1"),
+                                                                                         (None, b"plain")]
+    # usage errors exit 2
+    assert b"unknown --property" in cli.run("produce", "t", "--property", "parse.kee=true", expect=2).stderr
+    assert b"--offset requires --partition" in cli.run("consume", "t", "--offset", "0", expect=2).stderr
+    cli.run("consume", "t", "--from-beginning", "--offset", "0", "--partition", "0", expect=2)
+    cli.run("get-offsets", "t", "--time", "yesterday", expect=2)
+    assert cli.lines("get-offsets", "t", "--time", "-2") == ["t:0:0"]  # Kafka's spelling of earliest
+    err = cli.run("produce", "t", "--partition", "5", stdin="x\n", expect=1)
+    assert b"UNKNOWN_TOPIC_OR_PARTITION" in err.stderr
+    err = cli.run("consume", "t", "--partition", "0", "--offset", "99", expect=1)
+    assert b"OFFSET_OUT_OF_RANGE" in err.stderr
+    assert b"Unsupported storage root" in cli.run("--root", "gs://bucket/x", "topics", "list", expect=2).stderr
+
+
+def test_consume_follow_polls_until_idle_timeout_or_ctrl_c(local_cli: Cli):
+    cli = local_cli
+    cli.run("topics", "create", "t", "--partitions", "2")
+    log = cli.log
+    log.append("t", [{"key": f"k{i}", "value": f"before-{i}"} for i in range(3)])
+    cmd = [str(SCRIPT), "consume", "t", "--from-beginning", "--follow", "--poll-interval-ms", "100",
+           "--timeout-ms", "4000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
+    try:
+        seen = [proc.stdout.readline() for _ in range(3)]  # it is running and has caught up
+        log.append("t", [{"key": f"k{i}", "value": f"after-{i}"} for i in range(3)])
+        log.alter_topic("t", partitions=3)
+        log.append("t", [{"value": "in-new-partition"}], partition=2)
+        out, err = proc.communicate(timeout=TIMEOUT)  # exits by itself 4 s after the last record
+    finally:
+        proc.kill()
+    values = sorted(line.strip().decode() for line in seen + out.splitlines())
+    assert values == sorted([f"before-{i}" for i in range(3)] + [f"after-{i}" for i in range(3)]
+                            + ["in-new-partition"])
+    assert proc.returncode == 0 and b"Processed a total of 7 messages" in err
+
+    proc = subprocess.Popen(cmd[:-2], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
+    try:
+        assert all(proc.stdout.readline() for _ in range(7))  # it has printed everything and is following
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and b"Processed a total of 7 messages" in err

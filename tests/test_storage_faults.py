@@ -1,0 +1,182 @@
+"""Storage faults mid-commit: an S3 endpoint that fails, loses responses or stalls.
+
+The topic lives on the real moto S3 server, reached through
+:class:`s3_fault_proxy.S3FaultProxy` on loopback, which injects faults into the
+PUT of the Delta commit file ``_delta_log/<version>.json`` (and, where a test
+says so, into the reads that follow).  Clients use a short timeout and no
+object-store retries so each fault surfaces at once.  Expected in every case:
+a retriable error or a correct acknowledgement, nothing partially visible, and
+a retry that does not duplicate.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from conftest import BUCKET, s3_options
+from lakelog import Log, PartitionBatch
+from lakelog.errors import KafkaError, RequestTimedOut
+from lakelog.orphan_files import find_orphan_files
+from lakelog.storage import StorageRoot
+from lakelog.writer.records import normalize_records
+from proc_support import Ack, check_log, value_of
+from s3_fault_proxy import S3FaultProxy, commit_put
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    p = S3FaultProxy(s3_endpoint).start()
+    yield p
+    p.stop()
+
+
+def faulty_root(proxy: S3FaultProxy, max_retries: int = 0) -> StorageRoot:
+    """A fresh S3 root reached through the proxy, with short timeouts."""
+    opts = dict(s3_options(proxy.url), timeout="2s", connect_timeout="2s", max_retries=str(max_retries))
+    return StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", opts)
+
+
+def seeded(root: StorageRoot) -> tuple[Log, list[Ack]]:
+    """A topic ``t`` (2 partitions) with 2 committed records in partition 0, and a writer whose committer is open."""
+    log = Log(root)
+    log.create_topic("t", 2)
+    values = (value_of(0, 0, 0, 0), value_of(0, 0, 0, 1))
+    res = log.append("t", [{"value": v} for v in values], partition=0)
+    return log, [Ack(0, res[0].base_offset, values)]
+
+
+def batch(i: int, producer=None, seq: int = -1) -> list[PartitionBatch]:
+    recs = normalize_records([{"value": value_of(1, i, 0, j)} for j in range(3)])
+    if producer is None:
+        return [PartitionBatch(0, recs)]
+    return [PartitionBatch(0, recs, producer.producer_id, producer.producer_epoch, seq)]
+
+
+def ack_of(result, i: int) -> Ack:
+    return Ack(0, result.base_offset, tuple(value_of(1, i, 0, j) for j in range(3)))
+
+
+def high_watermark(root: StorageRoot) -> int:
+    return Log(root).describe_topic("t").partitions[0].high_watermark
+
+
+@pytest.mark.parametrize("fault", ["500", "503", "connection closed"])
+def test_failed_commit_put_is_retriable_invisible_and_retried_without_duplicates(proxy, fault):
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    if fault == "connection closed":
+        armed = proxy.drop(commit_put)
+    else:
+        armed = proxy.fail(commit_put, status=int(fault))
+    err = log.append_batches("t", batch(1))[0]
+    assert armed.hits and armed.done.is_set()
+    assert isinstance(err, KafkaError) and err.retriable, err
+    assert "t" in err.message
+    assert high_watermark(root) == 2
+    check_log(root, "t", acks)
+    orphans = find_orphan_files(root, "t")  # the failed attempt's segment: on storage, never read
+    assert len(orphans) == 1
+
+    retry = log.append_batches("t", batch(1))[0]
+    assert not isinstance(retry, KafkaError) and retry.base_offset == 2
+    records = check_log(root, "t", acks + [ack_of(retry, 1)])
+    assert len(records[0]) == 5  # the batch once, not twice
+
+
+@pytest.mark.parametrize("max_retries", [0, 2], ids=["no-store-retry", "store-retries"])
+def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(proxy, max_retries):
+    """The PUT reaches the store, the response never comes back: the writer must find its own commit.
+
+    Without object-store retries the client sees a broken connection; with them its retried PUT
+    finds the file already there (412), which delta-rs reports as a conflict.  Either way the
+    ``lakelog.commitId`` in the log tells the writer that the commit is its own.
+    """
+    root = faulty_root(proxy, max_retries)
+    log, acks = seeded(root)
+    producer = log.init_producer()
+    lost = proxy.lose_response(commit_put)
+    res = log.append_batches("t", batch(1, producer, 0))[0]
+    assert lost.upstream_statuses == [200]  # the store did apply the lost PUT
+    assert not isinstance(res, KafkaError), res
+    assert (res.base_offset, res.record_count, res.duplicate) == (2, 3, False)
+    acks.append(ack_of(res, 1))
+    # a retry of the same idempotent batch is answered from producer state, not written again
+    again = log.append_batches("t", batch(1, producer, 0))[0]
+    assert again.duplicate and again.base_offset == 2
+    nxt = log.append_batches("t", batch(2, producer, 3))[0]
+    assert not nxt.duplicate and nxt.base_offset == 5
+    records = check_log(root, "t", acks + [ack_of(nxt, 2)])
+    assert len(records[0]) == 8
+    assert find_orphan_files(root, "t") == []
+
+
+def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(proxy):
+    """Commit landed, response lost, and the refresh that would confirm it fails too.
+
+    The writer cannot know the outcome: it must answer with a retriable error and must not
+    delete the files of a commit that may be (and here is) live.
+    """
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    producer = log.init_producer()
+    lost = proxy.lose_response(commit_put)
+    blind = proxy.fail(lambda m, target: bool(lost.hits) and "_delta_log" in target and m != "PUT", status=503)
+    err = log.append_batches("t", batch(1, producer, 0))[0]
+    assert lost.upstream_statuses == [200] and blind.hits
+    assert isinstance(err, KafkaError) and err.retriable, err
+    # the commit is live and whole: every file it references is readable
+    assert high_watermark(root) == 5
+    check_log(root, "t", acks + [Ack(0, 2, tuple(value_of(1, 1, 0, j) for j in range(3)))])
+    # the producer retries: deduplicated, answered with the original offsets
+    retry = log.append_batches("t", batch(1, producer, 0))[0]
+    assert retry.duplicate and (retry.base_offset, retry.record_count) == (2, 3)
+    records = check_log(root, "t", acks + [ack_of(retry, 1)])
+    assert len(records[0]) == 5
+
+
+def test_stalled_commit_times_out_retriably_with_nothing_visible(proxy):
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    stall = proxy.stall(commit_put, 4.0, then="drop")  # the store never sees it
+    err = log.append_batches("t", batch(1))[0]
+    assert isinstance(err, RequestTimedOut) and err.retriable and err.code == 7, err
+    assert high_watermark(root) == 2
+    check_log(root, "t", acks)
+    assert stall.done.wait(30)
+    assert high_watermark(root) == 2
+    retry = log.append_batches("t", batch(1))[0]
+    assert not isinstance(retry, KafkaError) and retry.base_offset == 2
+    assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
+
+
+def test_stalled_commit_that_lands_after_the_timeout_is_deduplicated(proxy):
+    """The timed-out PUT reaches the store later and lands: it must land whole, and the retry must not duplicate."""
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    producer = log.init_producer()
+    stall = proxy.stall(commit_put, 3.0, then="forward")
+    err = log.append_batches("t", batch(1, producer, 0))[0]
+    assert isinstance(err, RequestTimedOut) and err.retriable, err
+    assert stall.done.wait(30) and stall.upstream_statuses == [200]  # it landed after all
+    assert high_watermark(root) == 5
+    check_log(root, "t", acks + [Ack(0, 2, tuple(value_of(1, 1, 0, j) for j in range(3)))])
+    retry = log.append_batches("t", batch(1, producer, 0))[0]
+    assert retry.duplicate and (retry.base_offset, retry.record_count) == (2, 3)
+    assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
+
+
+def test_retry_that_overtakes_a_stalled_commit_wins_and_the_late_put_is_refused(proxy):
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    producer = log.init_producer()
+    stall = proxy.stall(commit_put, 4.0, then="forward")
+    err = log.append_batches("t", batch(1, producer, 0))[0]
+    assert isinstance(err, RequestTimedOut), err
+    retry = log.append_batches("t", batch(1, producer, 0))[0]  # before the stalled PUT reaches the store
+    assert not isinstance(retry, KafkaError) and not retry.duplicate and retry.base_offset == 2
+    assert stall.done.wait(30) and stall.upstream_statuses == [412]  # put-if-absent refused the late one
+    assert high_watermark(root) == 5
+    assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
+    assert len(find_orphan_files(root, "t")) == 1  # the late commit's segment, never referenced
