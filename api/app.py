@@ -9,6 +9,8 @@ global: two apps in one process share nothing.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -17,12 +19,14 @@ from starlette.concurrency import run_in_threadpool
 
 from lakelog import Log, __version__
 from lakelog.consumer_offsets import OffsetStore
+from lakelog.errors import KafkaError
+from lakelog.group_coordinator import GroupCoordinator
 
 from api.auth import Authorizer
 from api.body_limit import BodyLimit
 from api.errors import install_error_handlers
 from api.metrics import Metrics, RequestTimer
-from api.routers import fetch, groups, health, producers, records, topics
+from api.routers import fetch, groups, health, members, producers, records, topics
 from api.schemas import PRODUCE_BODY
 from api.services.produce import ProduceService
 from api.services.topic_metadata import TopicMetadata
@@ -50,10 +54,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.accumulator = accumulator
         app.state.metadata = metadata
         app.state.offsets = await run_in_threadpool(OffsetStore, log, accumulator=accumulator)
+        app.state.coordinator = await run_in_threadpool(
+            GroupCoordinator, store=app.state.offsets, config=settings.coordinator_config(),
+            partition_counts=lambda topics: _partition_counts(metadata, topics))
+        ticker = asyncio.create_task(_tick(app.state.coordinator))
         app.state.produce = ProduceService(log, accumulator, metadata, metrics)
         try:
             yield
         finally:
+            ticker.cancel()
             await run_in_threadpool(accumulator.close)
             await run_in_threadpool(log.close)
 
@@ -63,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.authorizer = authorizer
     install_error_handlers(app)
-    for module in (health, topics, records, fetch, producers, groups):
+    for module in (health, topics, records, fetch, producers, groups, members):
         app.include_router(module.router)
     if settings.bench_endpoints:
         from api.routers import bench
@@ -73,6 +82,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestTimer, metrics=metrics)
     _document_produce_body(app)
     return app
+
+
+async def _tick(coordinator: GroupCoordinator) -> None:
+    """Expire sessions and finish timed-out rebalances even when no member calls in."""
+    while True:
+        await asyncio.sleep(0.1)
+        try:
+            await run_in_threadpool(coordinator.tick)
+        except Exception:  # a storage hiccup saving group metadata must not stop expiry
+            logging.getLogger(__name__).exception("group coordinator tick failed")
+
+
+def _partition_counts(metadata: TopicMetadata, topics) -> dict[str, int]:
+    out = {}
+    for t in topics:
+        try:
+            out[t] = metadata.get(t, fresh=True).partition_count
+        except KafkaError:
+            out[t] = 0  # a deleted or not yet created topic has no partitions to assign
+    return out
 
 
 def _document_produce_body(app: FastAPI) -> None:

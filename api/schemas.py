@@ -213,6 +213,8 @@ class OffsetIn(BaseModel):
 class OffsetCommit(BaseModel):
     model_config = _FORBID
     offsets: list[OffsetIn] = Field(min_length=1)
+    member_id: str | None = Field(default=None, description="the committing member (absent: a simple commit)")
+    generation_id: int = Field(default=-1, description="the member's generation (-1 with no member)")
 
 
 class CommittedOut(BaseModel):
@@ -257,3 +259,54 @@ class Health(BaseModel):
 def error_responses(*statuses: int) -> dict[int | str, dict]:
     """OpenAPI ``responses`` entries for the error statuses a route can answer."""
     return {s: {"model": ErrorBody, "description": "Kafka error (see docs/http.md)"} for s in statuses}
+
+
+# -- group membership (the coordinator) -------------------------------------------------------------
+class TopicPartitionOut(BaseModel):
+    topic: str
+    partition: int
+
+
+class JoinGroupIn(BaseModel):
+    model_config = _FORBID
+    topics: list[str] = Field(min_length=1, description="subscribed topics (a pattern is resolved client-side)")
+    protocols: list[str] = Field(default=["range"], min_length=1,
+                                 description="partition.assignment.strategy names, by preference")
+    member_id: str | None = Field(default=None, description="absent on the first join")
+    group_instance_id: str | None = Field(default=None, description="group.instance.id (static membership)")
+    client_id: str = "lakelog"
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+
+
+class JoinGroupOut(BaseModel):
+    member_id: str
+    generation: int
+    protocol: str
+    leader: str
+    members: list[str]
+    assignment: list[TopicPartitionOut]
+
+
+class HeartbeatIn(BaseModel):
+    model_config = _FORBID
+    generation: int
+    group_instance_id: str | None = None
+
+
+class MemberOut(BaseModel):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    topics: list[str]
+    assignment: list[TopicPartitionOut]
+
+
+class GroupOut(BaseModel):
+    group: str
+    state: str
+    protocol: str | None
+    generation: int
+    leader: str | None
+    members: list[MemberOut]
+    offsets: list[dict]

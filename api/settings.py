@@ -35,6 +35,17 @@ class Settings:
     retry_after_s: int = 1
     metadata_max_age_ms: int = 1000
     bench_endpoints: bool = False
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 0
+
+    def coordinator_config(self):
+        """The group coordinator's settings (Kafka's ``group.*`` broker keys)."""
+        from lakelog.group_coordinator import CoordinatorConfig
+
+        return CoordinatorConfig(group_min_session_timeout_ms=self.group_min_session_timeout_ms,
+                                 group_max_session_timeout_ms=self.group_max_session_timeout_ms,
+                                 group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":

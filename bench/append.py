@@ -12,6 +12,8 @@ CreateTime timestamps) to a fresh table on local disk, one partition:
   table schema (offsets precomputed), through a ``DeltaTable`` handle (the
   handle keeps its snapshot; no re-open per call) and through the URI (re-opens
   the table per call).  The faster of the two is the baseline of the ratio.
+* **lakelog, delta-rs commit** -- the same, with every commit through delta-rs's
+  ``create_write_transaction`` + ``update_incremental`` (the S3 path), for comparison.
 * **lakelog, group commit** -- several producer threads append batches through
   one ``RecordAccumulator`` (``linger.ms`` 5), each with a few futures in
   flight, to a 4-partition topic: commits cover many batches.
@@ -83,6 +85,15 @@ def as_table_rows(batch: pa.Table) -> pa.Table:
     }, schema=TABLE_SCHEMA)
 
 
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(started: tuple[float, float]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process -- all its threads, delta-rs's included) since ``started``."""
+    return time.perf_counter() - started[0], time.process_time() - started[1]
+
+
 def _check(results) -> None:
     from lakelog import AppendResult
 
@@ -92,8 +103,9 @@ def _check(results) -> None:
 
 
 # -- systems -----------------------------------------------------------------------------------
-def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *, direct: bool = True) -> float:
-    """Seconds for ``commits`` appends of ``records``, one commit each (after one warm-up append).
+def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *,
+                       direct: bool = True) -> tuple[float, float]:
+    """(wall, CPU) seconds for ``commits`` appends of ``records``, one commit each (after one warm-up append).
 
     ``direct=False`` forces every commit through delta-rs (the path S3 roots take), for comparison.
     """
@@ -106,31 +118,32 @@ def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *, direct
         log.create_topic("bench", 1)
         batch = [PartitionBatch(0, records)]
         _check(log.append_batches("bench", batch))
-        started = time.perf_counter()
+        started = _now()
         for _ in range(commits):
             _check(log.append_batches("bench", batch))
-        return time.perf_counter() - started
+        return _since(started)
     finally:
         committer.DIRECT_COMMITS = saved
 
 
-def write_deltalake_per_commit(workdir: Path, table: pa.Table, commits: int, *, handle: bool) -> float:
-    """Seconds for ``commits`` plain ``write_deltalake`` appends (after creating the table and one warm-up)."""
+def write_deltalake_per_commit(workdir: Path, table: pa.Table, commits: int, *,
+                               handle: bool) -> tuple[float, float]:
+    """(wall, CPU) seconds for ``commits`` plain ``write_deltalake`` appends (after creating the table and one warm-up)."""
     from deltalake import DeltaTable, write_deltalake
 
     uri = str(workdir)
     write_deltalake(uri, table, mode="append", partition_by=["partition"])
     target = DeltaTable(uri) if handle else uri
     write_deltalake(target, table, mode="append", partition_by=["partition"])
-    started = time.perf_counter()
+    started = _now()
     for _ in range(commits):
         write_deltalake(target, table, mode="append", partition_by=["partition"])
-    return time.perf_counter() - started
+    return _since(started)
 
 
 def lakelog_group_commit(workdir: Path, records: pa.Table, batches: int, *, producers: int = 4,
-                         partitions: int = 4, in_flight: int = 4) -> tuple[float, int]:
-    """(seconds, commits) for ``producers`` threads appending ``batches`` batches in total via the accumulator."""
+                         partitions: int = 4, in_flight: int = 4) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, commits) for ``producers`` threads appending ``batches`` batches in total via the accumulator."""
     from lakelog import Log, PartitionBatch
     from lakelog.errors import ThrottlingQuotaExceeded
 
@@ -164,17 +177,17 @@ def lakelog_group_commit(workdir: Path, records: pa.Table, batches: int, *, prod
 
     share = [batches // producers + (1 if i < batches % producers else 0) for i in range(producers)]
     threads = [threading.Thread(target=produce, args=(i, share[i])) for i in range(producers)]
-    started = time.perf_counter()
+    started = _now()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     acc.flush()
-    elapsed = time.perf_counter() - started
+    wall, cpu = _since(started)
     acc.close()
     if errors:
         raise errors[0]
-    return elapsed, len(commits)
+    return wall, cpu, len(commits)
 
 
 # -- where one commit's time goes ----------------------------------------------------------------
@@ -307,8 +320,8 @@ def run(ctx: BenchContext) -> BenchResult:
     # commits per measurement: enough to amortise noise, ~1-3 s of work per system and size
     commit_counts = {s: c for s, c in zip(sizes, (ctx.size(100, 3), ctx.size(40, 3), ctx.size(10, 2)))}
     group_batches = {s: c for s, c in zip(sizes, (ctx.size(400, 8), ctx.size(200, 8), ctx.size(24, 4)))}
-    per_commit: dict[tuple[str, int], list[float]] = {}
-    group: dict[int, list[tuple[float, int]]] = {}
+    per_commit: dict[tuple[str, int], list[tuple[float, float]]] = {}  # records/s (wall, CPU)
+    group: dict[int, list[tuple[float, float, int]]] = {}
     data = {}
     for n in sizes:
         batch = make_batch(n)
@@ -320,48 +333,50 @@ def run(ctx: BenchContext) -> BenchResult:
             commits = commit_counts[n]
             systems = [
                 ("lakelog", lambda d: lakelog_per_commit(d, records, commits)),
-                ("lakelog (delta-rs commit)", lambda d: lakelog_per_commit(d, records, commits, direct=False)),
+                ("lakelog, delta-rs commit", lambda d: lakelog_per_commit(d, records, commits, direct=False)),
                 ("write_deltalake(DeltaTable)", lambda d: write_deltalake_per_commit(d, rows, commits, handle=True)),
                 ("write_deltalake(uri)", lambda d: write_deltalake_per_commit(d, rows, commits, handle=False)),
             ]
             systems = systems[rep % len(systems):] + systems[:rep % len(systems)]  # rotate the order per run
             for name, measure in systems:
                 run_id += 1
-                seconds = measure(ctx.workdir / f"r{run_id}")
-                per_commit.setdefault((name, n), []).append(n * commits / seconds)
+                wall, cpu = measure(ctx.workdir / f"r{run_id}")
+                per_commit.setdefault((name, n), []).append((n * commits / wall, n * commits / cpu))
             run_id += 1
-            seconds, ncommits = lakelog_group_commit(ctx.workdir / f"r{run_id}", records, group_batches[n])
-            group.setdefault(n, []).append((n * group_batches[n] / seconds, ncommits))
-            ctx.progress(f"run {rep + 1}/{ctx.repeats}, batch {n}: lakelog {per_commit[('lakelog', n)][-1]:,.0f} "
+            wall, cpu, ncommits = lakelog_group_commit(ctx.workdir / f"r{run_id}", records, group_batches[n])
+            group.setdefault(n, []).append((n * group_batches[n] / wall, n * group_batches[n] / cpu, ncommits))
+            ctx.progress(f"run {rep + 1}/{ctx.repeats}, batch {n}: lakelog {per_commit[('lakelog', n)][-1][0]:,.0f} "
                          f"rec/s, write_deltalake(DeltaTable) "
-                         f"{per_commit[('write_deltalake(DeltaTable)', n)][-1]:,.0f} rec/s, group commit "
+                         f"{per_commit[('write_deltalake(DeltaTable)', n)][-1][0]:,.0f} rec/s, group commit "
                          f"{group[n][-1][0]:,.0f} rec/s")
 
+    def med(name: str, n: int, i: int = 0) -> float:
+        return median([m[i] for m in per_commit[(name, n)]])
+
     mb = (KEY_BYTES + VALUE_BYTES) / 1e6
-    rows, metrics, summary = [], {}, []
-    ratios, ratios_group = {}, {}
+    rows, group_rows, metrics, summary = [], [], {}, []
+    ratios = {}
     for n in sizes:
-        ll = median(per_commit[("lakelog", n)])
-        lr = median(per_commit[("lakelog (delta-rs commit)", n)])
-        dh = median(per_commit[("write_deltalake(DeltaTable)", n)])
-        du = median(per_commit[("write_deltalake(uri)", n)])
+        ll, lr = med("lakelog", n), med("lakelog, delta-rs commit", n)
+        dh, du = med("write_deltalake(DeltaTable)", n), med("write_deltalake(uri)", n)
         base = max(dh, du)
-        gc = median([r for r, _ in group[n]])
-        gc_commits = median([c for _, c in group[n]])
-        ratios[n], ratios_group[n] = ll / base, gc / base
-        metrics.update({f"lakelog_{n}": ll, f"lakelog_delta_rs_commit_{n}": lr, f"write_deltalake_handle_{n}": dh, f"write_deltalake_uri_{n}": du,
-                        f"group_commit_{n}": gc, f"ratio_{n}": ll / base, f"ratio_group_{n}": gc / base})
-        rows.append([f"{n:,}", f"{ll:,.0f}", f"{ll * mb:.0f}", f"{lr:,.0f}", f"{dh:,.0f}", f"{du:,.0f}", f"{base * mb:.0f}",
-                     f"**{ll / base:.2f}**", f"{gc:,.0f}", f"{gc * mb:.0f}",
-                     f"{group_batches[n] / max(gc_commits, 1):.1f}", f"**{gc / base:.2f}**"])
-        summary.append(f"batch {n:>7,}: lakelog {ll:>11,.0f} rec/s ({ll * mb:5.0f} MB/s) | write_deltalake "
-                       f"handle {dh:>11,.0f} uri {du:>11,.0f} | ratio {ll / base:.2f} | group commit "
-                       f"{gc:>11,.0f} rec/s, ratio {gc / base:.2f}")
-    table = md_table(
-        ["batch records", "lakelog rec/s", "lakelog MB/s", "lakelog, delta-rs commit rec/s",
-         "write_deltalake(DeltaTable) rec/s",
-         "write_deltalake(uri) rec/s", "baseline MB/s", "ratio", "group commit rec/s", "group MB/s",
-         "batches/commit", "group ratio"], rows)
+        ll_cpu = med("lakelog", n, 1)
+        base_cpu = max(med("write_deltalake(DeltaTable)", n, 1), med("write_deltalake(uri)", n, 1))
+        gc, gc_cpu = median([g[0] for g in group[n]]), median([g[1] for g in group[n]])
+        gc_commits = median([g[2] for g in group[n]])
+        ratios[n] = ll / base
+        metrics.update({f"lakelog_{n}": ll, f"lakelog_delta_rs_commit_{n}": lr, f"write_deltalake_handle_{n}": dh,
+                        f"write_deltalake_uri_{n}": du, f"ratio_{n}": ll / base, f"lakelog_cpu_{n}": ll_cpu,
+                        f"write_deltalake_cpu_{n}": base_cpu, f"group_commit_{n}": gc,
+                        f"group_commit_cpu_{n}": gc_cpu, f"ratio_group_{n}": gc / base})
+        rows.append([f"{n:,}", f"{ll:,.0f}", f"{ll * mb:.0f}", f"{lr:,.0f}", f"{dh:,.0f}", f"{du:,.0f}",
+                     f"{base * mb:.0f}", f"**{ll / base:.2f}**", f"{ll_cpu:,.0f}", f"{base_cpu:,.0f}",
+                     f"{ll_cpu / base_cpu:.2f}"])
+        group_rows.append([f"{n:,}", f"{gc:,.0f}", f"{gc * mb:.0f}", f"{gc_commits:.0f}",
+                           f"{group_batches[n] / max(gc_commits, 1):.1f}", f"**{gc / base:.2f}**", f"{gc_cpu:,.0f}"])
+        summary.append(f"batch {n:>7,}: lakelog {ll:>11,.0f} rec/s ({ll * mb:5.0f} MB/s) | delta-rs commit "
+                       f"{lr:>11,.0f} | write_deltalake handle {dh:>11,.0f} uri {du:>11,.0f} | ratio "
+                       f"{ll / base:.2f} | group commit {gc:>11,.0f} rec/s, ratio {gc / base:.2f}")
 
     prof_n = sizes[1]
     prof_commits = max(commit_counts[prof_n], ctx.size(150, 3))  # past a checkpoint (every 100 versions)
@@ -374,6 +389,7 @@ def run(ctx: BenchContext) -> BenchResult:
                      for p, total in ((pieces, ms), (pieces_rs, ms_rs))]
             prof_rows.append([label.replace("  ", "&nbsp;&nbsp;"), *cells])
     prof_rows.append(["**total per commit**", f"**{ms:.2f}**", f"**{ms_rs:.2f}**"])
+    metrics.update({"breakdown_direct_ms": ms, "breakdown_delta_rs_ms": ms_rs})
     codecs = codec_comparison(ctx.workdir, {"random base64": data[sizes[-1]][0],
                                             "JSON-like": json_like_batch(sizes[-1])}, 1 if ctx.quick else ctx.repeats)
 
@@ -383,18 +399,27 @@ def run(ctx: BenchContext) -> BenchResult:
              all(r >= GOAL_RATIO for r in ratios.values()),
              ", ".join(f"{n:,}: {r:.2f}x" for n, r in ratios.items())),
         Goal(f">= {GOAL_RECORDS_PER_S:,} records/s at {ten_k:,}-record batches, one commit per batch",
-             metrics[f"lakelog_{ten_k}"] >= GOAL_RECORDS_PER_S, f"{metrics[f'lakelog_{ten_k}']:,.0f} records/s"),
+             metrics[f"lakelog_{ten_k}"] >= GOAL_RECORDS_PER_S,
+             f"{metrics[f'lakelog_{ten_k}']:,.0f} records/s (per CPU-second: {metrics[f'lakelog_cpu_{ten_k}']:,.0f})"),
         Goal(f">= {GOAL_RECORDS_PER_S:,} records/s at {ten_k:,}-record batches, group commit",
              metrics[f"group_commit_{ten_k}"] >= GOAL_RECORDS_PER_S,
-             f"{metrics[f'group_commit_{ten_k}']:,.0f} records/s"),
+             f"{metrics[f'group_commit_{ten_k}']:,.0f} records/s (per CPU-second: "
+             f"{metrics[f'group_commit_cpu_{ten_k}']:,.0f})"),
     ]
     markdown = "\n\n".join([
-        f"Medians of {ctx.repeats} interleaved runs; commits per measurement: "
+        f"Medians of {ctx.repeats} interleaved runs (fresh table each); commits per measurement: "
         + ", ".join(f"{commit_counts[n]} at {n:,}" for n in sizes)
-        + f"; group commit: 4 producer threads, 4 partitions, linger.ms 5, "
-        + ", ".join(f"{group_batches[n]} batches at {n:,}" for n in sizes)
-        + ". Ratio = lakelog / the faster write_deltalake usage. MB/s = key + value payload bytes.",
-        table,
+        + ". Ratio = lakelog / the faster write_deltalake usage. MB/s = key + value payload bytes. "
+        "*rec/CPU-s* = records per second of this process's CPU time (all threads, delta-rs's included): "
+        "less sensitive to other load on the machine than wall-clock rates.",
+        "**One commit per batch** (`Log.append_batches` vs `write_deltalake`):",
+        md_table(["batch records", "lakelog rec/s", "lakelog MB/s", "lakelog, delta-rs commit rec/s",
+                  "write_deltalake(DeltaTable) rec/s", "write_deltalake(uri) rec/s", "baseline MB/s", "ratio",
+                  "lakelog rec/CPU-s", "write_deltalake rec/CPU-s", "CPU ratio"], rows),
+        "**Group commit** (4 producer threads, 4 partitions, linger.ms 5, batch.size 1 MiB, up to 4 futures in "
+        "flight per producer; " + ", ".join(f"{group_batches[n]} batches at {n:,}" for n in sizes)
+        + "; ratio against the same write_deltalake baseline):",
+        md_table(["batch records", "rec/s", "MB/s", "commits", "batches/commit", "ratio", "rec/CPU-s"], group_rows),
         f"**Where one commit's time goes** (lakelog, {prof_n:,}-record batches, {prof_commits} commits on a fresh "
         "topic, each piece timed by a wrapper, ms per commit; indented rows are inside the row above). Direct commit "
         "is lakelog's path on local roots; delta-rs commit is `create_write_transaction` + `update_incremental`, "

@@ -6,6 +6,11 @@ As in Kafka, an offset commit is a record of an internal compacted topic:
 * value = JSON ``{"offset": O, "metadata": "...", "commit_timestamp": ms}``, or null
   (a tombstone: the group's offset for that partition was deleted).
 
+Group metadata (Kafka's ``GroupMetadataKey``) lives in the same topic under the
+key JSON ``["<group>"]``: the value is the coordinator's saved state of the
+group (generation, protocol, members and their assignments), or null once
+the group was deleted.
+
 All keys of one group live in one partition, ``murmur2(group) % partitions``
 (Kafka's ``partitionFor(groupId)``), so a commit of several partitions is one
 atomic batch.  The latest record of a key wins; compaction may drop older
@@ -82,6 +87,18 @@ def decode_key(key: bytes) -> tuple[str, str, int] | None:
         return None  # not an offset-commit key: ignore, as Kafka ignores unknown key versions
 
 
+def encode_group_key(group: str) -> bytes:
+    return json.dumps([group], separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_group_key(key: bytes) -> str | None:
+    try:
+        value = json.loads(key)
+    except ValueError:
+        return None
+    return str(value[0]) if isinstance(value, list) and len(value) == 1 else None
+
+
 class OffsetStore:
     """Commit and fetch consumer-group offsets over one :class:`~lakelog.log.Log`.
 
@@ -98,6 +115,7 @@ class OffsetStore:
         # (group, topic, partition) -> (log offset of the record, CommittedOffset or None for a tombstone)
         self._state: dict[tuple[str, str, int], tuple[int, CommittedOffset | None]] = {}
         self._positions: dict[int, int] = {}  # next log offset to read, per partition
+        self._groups: dict[str, tuple[int, dict | None]] = {}  # group metadata: (log offset, value)
         try:
             log.create_topic(OFFSETS_TOPIC, partitions, OFFSETS_TOPIC_CONFIGS)
         except TopicAlreadyExists:
@@ -125,6 +143,12 @@ class OffsetStore:
     def _apply(self, log_offset: int, key: bytes | None, value: bytes | None, ts) -> None:
         k = decode_key(key) if key is not None else None
         if k is None:
+            group = decode_group_key(key) if key is not None else None
+            if group is not None and self._groups.get(group, (-1, None))[0] < log_offset:
+                try:
+                    self._groups[group] = (log_offset, json.loads(value) if value is not None else None)
+                except ValueError:
+                    pass
             return
         current = self._state.get(k)
         if current is not None and current[0] >= log_offset:
@@ -207,6 +231,19 @@ class OffsetStore:
             return 0
         self._write(group, [{"key": encode_key(group, t, p), "value": None} for t, p in keys])
         return len(keys)
+
+    # -- group metadata (the coordinator's GroupStore) ---------------------------------------
+    def save_group(self, group: str, metadata: dict | None) -> None:
+        """Save the coordinator's state of ``group`` (None deletes it)."""
+        value = json.dumps(metadata, separators=(",", ":")).encode() if metadata is not None else None
+        self._write(group, [{"key": encode_group_key(group), "value": value}])
+
+    def load_groups(self, *, refresh: bool = True) -> dict[str, dict]:
+        """The saved state of every group that has one."""
+        if refresh:
+            self.refresh()
+        with self._lock:
+            return {g: v for g, (_, v) in self._groups.items() if v is not None}
 
     def _write(self, group: str, records: list[dict]) -> None:
         snap = self.log.snapshot(OFFSETS_TOPIC)

@@ -13,7 +13,6 @@ acknowledged batch sits exactly once at the offsets it was acknowledged with.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -9,11 +9,13 @@ either forwarded on a fresh upstream connection or failed:
 - ``drop``: close the client's connection without forwarding;
 - ``lose_response``: forward (the store applies the request) and then close the
   client's connection without answering -- the ambiguous "did it commit?" case;
-- ``stall``: hold the request for some seconds, then drop it or forward it late.
+- ``stall``: hold the request for some seconds (or until the fault's ``release``
+  event is set), then drop it or forward it late.
 
 Each fault applies to the next ``times`` requests matching its predicate
 ``(method, target) -> bool`` (target = the URL-decoded path and query).  Every
-request is recorded in :attr:`log` as ``(method, target, action)``.  Thread-safe; one thread per client connection.
+request is recorded in :attr:`log` as ``(method, target, action)``.
+Thread-safe; one thread per client connection.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import re
 import socket
 import socketserver
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import unquote, urlparse
@@ -44,6 +45,8 @@ def delta_log_access(method: str, path: str) -> bool:
 
 @dataclass
 class Fault:
+    """One armed fault; tests read ``hits``, ``upstream_statuses`` and wait on ``done``."""
+
     predicate: Predicate
     action: str  # fail | drop | lose_response | stall
     times: int
@@ -53,6 +56,7 @@ class Fault:
     hits: list = field(default_factory=list)  # (method, target) of each matched request
     upstream_statuses: list = field(default_factory=list)  # the store's status for each forwarded one
     done: threading.Event = field(default_factory=threading.Event)  # set when the last match is handled
+    release: threading.Event = field(default_factory=threading.Event)  # ends a stall before ``seconds``
 
 
 class _Closed(Exception):
@@ -152,6 +156,9 @@ class S3FaultProxy:
         return self
 
     def stop(self) -> None:
+        with self._lock:
+            for f in self._faults:
+                f.release.set()  # no handler thread stays parked in a stall
         self._server.shutdown()
         self._server.server_close()
 
@@ -213,7 +220,7 @@ class S3FaultProxy:
                 with self._lock:
                     self.log.append((method, path, action))
                 if fault is not None and fault.action == "stall":
-                    time.sleep(fault.seconds)
+                    fault.release.wait(fault.seconds)
                     action = fault.then
                 if action in ("fail", "drop"):
                     self._finished(fault)

@@ -22,7 +22,7 @@ from lakelog.orphan_files import find_orphan_files
 from lakelog.storage import StorageRoot
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, value_of
-from s3_fault_proxy import S3FaultProxy, commit_put
+from s3_fault_proxy import S3FaultProxy, commit_put, delta_log_access
 
 
 @pytest.fixture
@@ -99,6 +99,8 @@ def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(proxy, ma
     lost = proxy.lose_response(commit_put)
     res = log.append_batches("t", batch(1, producer, 0))[0]
     assert lost.upstream_statuses == [200]  # the store did apply the lost PUT
+    puts = [t for m, t, _ in proxy.log if commit_put(m, t) and t.endswith(f"/topics/t/_delta_log/{2:020d}.json")]
+    assert len(puts) == (2 if max_retries else 1)  # with store retries, the second PUT found the file (412)
     assert not isinstance(res, KafkaError), res
     assert (res.base_offset, res.record_count, res.duplicate) == (2, 3, False)
     acks.append(ack_of(res, 1))
@@ -122,7 +124,7 @@ def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(proxy)
     log, acks = seeded(root)
     producer = log.init_producer()
     lost = proxy.lose_response(commit_put)
-    blind = proxy.fail(lambda m, target: bool(lost.hits) and "_delta_log" in target and m != "PUT", status=503)
+    blind = proxy.fail(lambda m, t: bool(lost.hits) and delta_log_access(m, t) and m != "PUT", status=503)
     err = log.append_batches("t", batch(1, producer, 0))[0]
     assert lost.upstream_statuses == [200] and blind.hits
     assert isinstance(err, KafkaError) and err.retriable, err
@@ -139,11 +141,12 @@ def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(proxy)
 def test_stalled_commit_times_out_retriably_with_nothing_visible(proxy):
     root = faulty_root(proxy)
     log, acks = seeded(root)
-    stall = proxy.stall(commit_put, 4.0, then="drop")  # the store never sees it
+    stall = proxy.stall(commit_put, 60.0, then="drop")  # the store never sees it
     err = log.append_batches("t", batch(1))[0]
     assert isinstance(err, RequestTimedOut) and err.retriable and err.code == 7, err
     assert high_watermark(root) == 2
     check_log(root, "t", acks)
+    stall.release.set()
     assert stall.done.wait(30)
     assert high_watermark(root) == 2
     retry = log.append_batches("t", batch(1))[0]
@@ -156,9 +159,11 @@ def test_stalled_commit_that_lands_after_the_timeout_is_deduplicated(proxy):
     root = faulty_root(proxy)
     log, acks = seeded(root)
     producer = log.init_producer()
-    stall = proxy.stall(commit_put, 3.0, then="forward")
+    stall = proxy.stall(commit_put, 60.0, then="forward")
     err = log.append_batches("t", batch(1, producer, 0))[0]
     assert isinstance(err, RequestTimedOut) and err.retriable, err
+    assert high_watermark(root) == 2
+    stall.release.set()  # now the store receives the PUT the writer gave up on
     assert stall.done.wait(30) and stall.upstream_statuses == [200]  # it landed after all
     assert high_watermark(root) == 5
     check_log(root, "t", acks + [Ack(0, 2, tuple(value_of(1, 1, 0, j) for j in range(3)))])
@@ -171,11 +176,12 @@ def test_retry_that_overtakes_a_stalled_commit_wins_and_the_late_put_is_refused(
     root = faulty_root(proxy)
     log, acks = seeded(root)
     producer = log.init_producer()
-    stall = proxy.stall(commit_put, 4.0, then="forward")
+    stall = proxy.stall(commit_put, 60.0, then="forward")
     err = log.append_batches("t", batch(1, producer, 0))[0]
     assert isinstance(err, RequestTimedOut), err
     retry = log.append_batches("t", batch(1, producer, 0))[0]  # before the stalled PUT reaches the store
     assert not isinstance(retry, KafkaError) and not retry.duplicate and retry.base_offset == 2
+    stall.release.set()
     assert stall.done.wait(30) and stall.upstream_statuses == [412]  # put-if-absent refused the late one
     assert high_watermark(root) == 5
     assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5

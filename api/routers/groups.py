@@ -8,6 +8,8 @@ from fastapi import APIRouter, Depends
 
 from api.auth import GROUP, TOPIC, Principal
 from api.deps import AuthorizerDep, MetadataDep, OffsetStoreDep, PrincipalDep, group_acl
+from api.routers.members import CoordinatorDep
+from lakelog.assignors import TopicPartition
 from api.schemas import GroupDeleted, GroupList, OffsetCommit, OffsetCommitOut, OffsetFetchOut, error_responses
 from api.services.offsets import commit_offsets, fetch_offsets
 
@@ -15,17 +17,26 @@ router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 
 @router.get("", response_model=GroupList, responses=error_responses(401))
-def list_groups(store: OffsetStoreDep, principal: PrincipalDep, authorizer: AuthorizerDep) -> dict:
-    """Groups with committed offsets that the caller may Describe."""
-    return {"groups": [g for g in store.list_groups() if authorizer.allowed(principal, "Describe", GROUP, g)]}
+def list_groups(store: OffsetStoreDep, coordinator: CoordinatorDep, principal: PrincipalDep,
+                authorizer: AuthorizerDep) -> dict:
+    """Groups with members or committed offsets that the caller may Describe."""
+    names = set(store.list_groups()) | {g for g, _ in coordinator.list_groups()}
+    return {"groups": [g for g in sorted(names) if authorizer.allowed(principal, "Describe", GROUP, g)]}
 
 
-@router.post("/{group}/offsets", response_model=OffsetCommitOut, responses=error_responses(400, 401, 403, 404))
-def commit(group: str, body: OffsetCommit, store: OffsetStoreDep, metadata: MetadataDep,
+@router.post("/{group}/offsets", response_model=OffsetCommitOut, responses=error_responses(400, 401, 403, 404, 409))
+def commit(group: str, body: OffsetCommit, store: OffsetStoreDep, metadata: MetadataDep, coordinator: CoordinatorDep,
            principal: Annotated[Principal, Depends(group_acl("Read"))], authorizer: AuthorizerDep) -> dict:
-    """Kafka's OffsetCommit: Read on the group and on every topic; all or nothing."""
+    """Kafka's OffsetCommit: Read on the group and on every topic; all or nothing.
+
+    With ``member_id``/``generation_id`` the commit is checked against the group's current generation and the
+    member's assignment (``UNKNOWN_MEMBER_ID``, ``ILLEGAL_GENERATION``); without them it is a simple commit,
+    accepted only while the group has no active members.
+    """
     for o in body.offsets:
         authorizer.authorize(principal, "Read", TOPIC, o.topic)
+    coordinator.validate_commit(group, body.member_id, body.generation_id,
+                                [TopicPartition(o.topic, o.partition) for o in body.offsets])
     done = commit_offsets(store, metadata, group, [(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets])
     return {"group": group, "offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset,
                                          "metadata": e.metadata, "commit_timestamp": e.commit_timestamp}
@@ -44,8 +55,14 @@ def fetch(group: str, store: OffsetStoreDep, metadata: MetadataDep,
     return {"group": group, "offsets": offsets}
 
 
-@router.delete("/{group}", response_model=GroupDeleted, responses=error_responses(400, 401, 403))
-def delete_group(group: str, store: OffsetStoreDep,
+@router.delete("/{group}", response_model=GroupDeleted, responses=error_responses(400, 401, 403, 409))
+def delete_group(group: str, store: OffsetStoreDep, coordinator: CoordinatorDep,
                  _: Annotated[Principal, Depends(group_acl("Delete"))]) -> dict:
-    """Kafka's DeleteGroups: drop every committed offset of the group."""
+    """Kafka's DeleteGroups: drop every committed offset of the group (``NON_EMPTY_GROUP`` while it has members)."""
+    from lakelog.errors import GroupIdNotFound
+
+    try:
+        coordinator.delete_group(group)
+    except GroupIdNotFound:
+        pass  # a group known only by its offsets
     return {"group": group, "deleted_offsets": store.delete_group(group)}

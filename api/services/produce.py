@@ -180,8 +180,9 @@ class ProduceService:
             if not batches:
                 raise InvalidRequest(f"the produce request for {topic} holds no batches")
             self._partition_count(topic, snap, max(b["partition"] for b in batches))
-            return [PartitionBatch(b["partition"], _records_table(b["records"], encoding, present), req["producer_id"],
-                                   req["producer_epoch"], b["base_sequence"]) for b in batches]
+            pid, epoch = req["producer_id"], req["producer_epoch"]
+            return [PartitionBatch(b["partition"], _records_table(b["records"], encoding, present), pid, epoch,
+                                   b["base_sequence"]) for b in batches]
         records = req["records"]
         if not records:
             raise InvalidRequest(f"the produce request for {topic} holds no records")
@@ -215,7 +216,10 @@ class ProduceService:
                 if lo < 0:
                     raise InvalidRequest(f"Arrow column 'partition' holds a negative partition {lo}")
                 explicit = (col, hi)
-        records = normalize_records(table)
+        try:
+            records = normalize_records(table)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise InvalidRequest(f"unusable Arrow columns: {e}") from None
         if records.num_rows == 0:
             raise InvalidRequest(f"the produce request for {topic} holds no records")
         if fields.partition is not None:
@@ -286,7 +290,6 @@ class ProduceService:
         failed = []
         for b, r in zip(prepared.batches, results):
             if isinstance(r, KafkaError):
-                self.metrics.count_error(r)
                 failed.append(r)
                 out.append({"partition": b.partition, "base_offset": -1, "record_count": b.records.num_rows,
                             "log_append_time": -1, "timestamp_type": ts_type, "error_code": r.code,
@@ -296,7 +299,9 @@ class ProduceService:
                             "log_append_time": r.log_append_time, "timestamp_type": ts_type, "error_code": 0,
                             "error_name": None, "message": None, "duplicate": r.duplicate})
         if failed and len(failed) == len(results):
-            raise failed[0]
+            raise failed[0]  # the error handler answers (and counts) it
+        for r in failed:
+            self.metrics.count_error(r)
         return 200, {"topic": prepared.topic, "results": out}
 
 

@@ -65,6 +65,13 @@ def maintain(args: argparse.Namespace) -> int:
                              spark_submit=args.spark_submit, storage_options=options)
     if args.once or args.dry_run:
         results = run_once(root, config, topics=args.topics, dry_run=args.dry_run)
+        if args.json:
+            from dataclasses import asdict
+
+            from lakelog.cli.output import print_json
+
+            print_json([asdict(r) for r in results])
+            return 1 if any(r.exit_code not in (0, None) for r in results) else 0
         for r in results:
             status = "due" if args.dry_run else ("skipped (lease held elsewhere)" if r.exit_code is None
                                                  else f"exit {r.exit_code} in {r.duration_s:.1f} s")

@@ -11,7 +11,8 @@ or gives up with a retriable error.
 Producer state rides in the same commit (``lakelog.producerBatches`` in the
 commit metadata), and every commit carries a unique ``lakelog.commitId`` so a
 commit whose outcome is unknown (the store failed after the write) is
-recognised on refresh and never applied twice.
+recognised on refresh and never applied twice.  If it is not found, the
+append fails with a retriable error and keeps its files: the PUT may still land.
 
 On local roots the commit file is written directly (:meth:`Committer._commit_direct`)
 with the actions and conflict rule delta-rs would use, and applied to our
@@ -388,7 +389,12 @@ class Committer:
                 continue
             except OSError as e:  # the link was not made: nothing became visible
                 return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
-            self.snapshot.apply(Commit(version, adds=added, txns=txns, commit_info=info))
+            try:
+                self.snapshot.apply(Commit(version, adds=added, txns=txns, commit_info=info))
+            except Exception as e:  # committed all the same; re-read it from the log before the next append
+                log.warning("applying our commit %d of %s failed: %s", version, self.topic, e)
+                self._stale = True
+                return True
             self._after_direct_commit(version)
             return True
         return None

@@ -13,10 +13,9 @@ import uuid
 
 import pytest
 
-from front_process import Front
+from front_process import MAX_REQUEST_BYTES, Front, new_topic
 
 BUCKET = "lakelog-test"
-MAX_REQUEST_BYTES = 1 << 20
 
 
 def child_s3_env(endpoint: str) -> dict[str, str]:
@@ -48,13 +47,6 @@ def front(front_root, tmp_path_factory):
 def http(front):
     with front.client() as c:
         yield c
-
-
-def new_topic(http, partitions: int = 2, configs: dict | None = None) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    r = http.post("/v1/topics", json={"name": name, "partitions": partitions, "configs": configs or {}})
-    assert r.status_code == 201, r.text
-    return name
 
 
 @pytest.fixture

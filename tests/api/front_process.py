@@ -4,6 +4,9 @@
 until ``GET /v1/health`` answers, and can stop it gracefully, kill it with
 SIGKILL, and restart it on the same port (so clients keep their URL).  The
 child's output goes to a log file whose tail is shown when it fails to start.
+
+Test modules import helpers from here, never from ``conftest`` (several
+``conftest.py`` files exist under ``tests/``; the name is ambiguous).
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
+MAX_REQUEST_BYTES = 1 << 20  # the shared test front's body limit (LAKELOG_MAX_REQUEST_BYTES)
 
 
 def free_port() -> int:
@@ -100,3 +105,11 @@ class Front:
     def client(self, token: str | None = None, timeout: float = 60.0) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+
+def new_topic(http: httpx.Client, partitions: int = 2, configs: dict | None = None) -> str:
+    """Create a uniquely named topic through the front; returns its name."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    r = http.post("/v1/topics", json={"name": name, "partitions": partitions, "configs": configs or {}})
+    assert r.status_code == 201, r.text
+    return name

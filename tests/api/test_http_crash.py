@@ -16,11 +16,11 @@ from collections import Counter
 
 import pytest
 
-from conftest import new_topic
+from front_process import new_topic
 from lakelog.client import Producer
 
 CLIENTS = 3
-RECORDS_PER_CLIENT = 600
+RECORDS_PER_CLIENT = 400
 PARTITIONS = 3
 
 
@@ -33,8 +33,8 @@ def produce(url: str, topic: str, client: int, out: dict, errors: list) -> None:
                 key = f"k{i % 7}".encode() if i % 3 else None  # keyed and sticky records
                 value = f"c{client}-r{i}".encode()
                 futures.append((value, producer.send(topic, value, key=key)))
-                if i % 40 == 39:
-                    time.sleep(0.02)  # spread the load over the outage
+                if i % 10 == 9:
+                    time.sleep(0.04)  # spread the load over ~2 s, so the kill lands mid-load
             producer.flush(timeout=170)
             for value, f in futures:
                 meta = f.result(timeout=1)
@@ -62,7 +62,7 @@ def test_kill_front_mid_load_every_ack_exactly_once(start_front):
     for t in threads:
         t.start()
     deadline = time.monotonic() + 120
-    while committed() < 150 and time.monotonic() < deadline:
+    while committed() < 100 and time.monotonic() < deadline:
         time.sleep(0.05)
     before_kill = committed()
     assert 0 < before_kill < CLIENTS * RECORDS_PER_CLIENT, "the kill must land mid-load"

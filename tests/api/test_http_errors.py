@@ -15,7 +15,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from conftest import MAX_REQUEST_BYTES, new_topic
+from front_process import MAX_REQUEST_BYTES, new_topic
 
 
 def _state(http, topic: str) -> dict:
@@ -297,7 +297,7 @@ def test_per_partition_errors_in_one_request(http, topic):
 def test_backpressure_answers_429_with_retry_after(start_front):
     """A full accumulator (buffer.memory) refuses new produce requests with 429 and Retry-After; nothing of
     the refused request is written."""
-    f = start_front(env={"LAKELOG_BUFFER_MEMORY": "3000", "LAKELOG_LINGER_MS": "1500",
+    f = start_front(env={"LAKELOG_BUFFER_MEMORY": "3000", "LAKELOG_LINGER_MS": "2000",
                          "LAKELOG_BATCH_SIZE": str(1 << 20)})
     with f.client() as http:
         t = new_topic(http, 1)

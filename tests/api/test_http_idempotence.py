@@ -6,7 +6,7 @@ import io
 
 import pyarrow as pa
 
-from conftest import new_topic
+from front_process import new_topic
 
 
 def init(http, transactional_id: str | None = None) -> tuple[int, int]:

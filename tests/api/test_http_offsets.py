@@ -3,7 +3,7 @@ visible to other processes (the library's OffsetStore on the same root)."""
 
 from __future__ import annotations
 
-from conftest import new_topic
+from front_process import new_topic
 from lakelog import Log
 from lakelog.consumer_offsets import OFFSETS_TOPIC, OffsetStore
 
@@ -59,3 +59,42 @@ def test_commit_fetch_lag_and_restart(start_front, front_root):
         d = http.get(f"/v1/topics/{OFFSETS_TOPIC}").json()
         assert d["configs"]["cleanup.policy"] == "compact"
         assert http.delete(f"/v1/topics/{OFFSETS_TOPIC}").status_code == 400
+
+
+def test_offset_store_library(log):
+    """The library the front uses: validation, last-writer-wins by log offset, tombstones, thread safety,
+    and two stores on one root (two processes) seeing each other's commits."""
+    import threading
+
+    import pytest
+
+    from lakelog.errors import InvalidGroupId, InvalidRequest, InvalidTopic, OffsetMetadataTooLarge
+
+    log.create_topic("orders", 2)
+    a, b = OffsetStore(log), OffsetStore(Log(log.root))
+    refused = [("", [("orders", 0, 1, None)], InvalidGroupId),
+               ("g", [("bad/topic", 0, 1, None)], InvalidTopic),
+               ("g", [("orders", -1, 1, None)], InvalidRequest),
+               ("g", [], InvalidRequest),
+               ("g", [("orders", 0, 1, "m" * 5000)], OffsetMetadataTooLarge)]
+    for group, offsets, err in refused:
+        with pytest.raises(err):
+            a.commit(group, offsets)
+    assert a.list_groups() == []  # nothing was written by the refused commits
+
+    def commit_many(store, group, start):
+        for i in range(start, start + 5):
+            store.commit(group, [("orders", 0, i, f"m{i}"), ("orders", 1, 100 + i, None)])
+
+    threads = [threading.Thread(target=commit_many, args=(s, f"g{n}", n * 10)) for n, s in enumerate((a, b, a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n in range(3):  # the last commit of each group wins, seen from both stores
+        for store in (a, b):
+            got = {(e.partition, e.offset, e.metadata) for e in store.fetch(f"g{n}")}
+            assert got == {(0, n * 10 + 4, f"m{n * 10 + 4}"), (1, 100 + n * 10 + 4, "")}
+    assert b.delete_group("g1") == 2
+    assert a.list_groups() == ["g0", "g2"] and a.fetch("g1") == []
+    assert [e.topic for e in OffsetStore(Log(log.root)).fetch("g0", "orders")] == ["orders", "orders"]

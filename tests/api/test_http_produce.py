@@ -8,7 +8,7 @@ import time
 
 import pyarrow as pa
 
-from conftest import new_topic
+from front_process import new_topic
 from lakelog.partitioner import partition_for_key
 
 
