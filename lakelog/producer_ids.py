@@ -12,12 +12,16 @@ State lives only in Delta ``txn`` entries of the small table
 Two processes committing the same app id conflict (delta-rs refuses the
 later commit), so blocks never overlap and epoch bumps are serialised: a second
 ``init`` with the same transactional id gets epoch + 1 and fences the first.
-Thread-safe (one lock around the handle).
+Thread-safe (one lock around the handle).  Writers re-read the table at most
+once a second (:data:`EPOCH_CHECK_INTERVAL_S`): a producer fenced by an init in
+another process is refused by a partition once the new instance has written
+to it, and by every writer within that interval otherwise.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,6 +30,7 @@ from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
 from lakelog.storage import StorageRoot
 
 BLOCK_SIZE = 1000
+EPOCH_CHECK_INTERVAL_S = 1.0
 MAX_EPOCH = 32767
 NEXT_APP = "lakelog.pid.next"
 _SCHEMA = pa.schema([("unused", pa.int64())])
@@ -49,6 +54,7 @@ class ProducerRegistry:
         self._lock = threading.Lock()
         self._dt = None
         self._block: list[int] = []  # [next, end) of the block this process owns
+        self._refreshed = 0.0
 
     def _table(self):
         from deltalake import DeltaTable
@@ -117,9 +123,14 @@ class ProducerRegistry:
                     return ProducerIdentity(pid, epoch, transactional_id)
             raise KafkaStorageError(f"could not initialise transactional id {transactional_id!r}: repeated conflicts")
 
-    def refresh(self) -> None:
+    def refresh(self, max_age_s: float = 0.0) -> None:
+        """Catch up with other processes' allocations and epoch bumps, unless done within ``max_age_s``."""
         with self._lock:
+            now = time.monotonic()
+            if max_age_s and now - self._refreshed < max_age_s:
+                return
             self._table().update_incremental()
+            self._refreshed = now
 
     def check(self, producer_id: int, epoch: int) -> bool:
         """Validate a producer id/epoch pair; returns whether the id is transactional.

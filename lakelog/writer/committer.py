@@ -39,7 +39,7 @@ from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
 from lakelog.delta_commit import CommitConflict
 from lakelog.delta_log import Commit, LogTailGone, encode_actions, put_commit, read_tail
-from lakelog.producer_ids import ProducerRegistry
+from lakelog.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.producer_state import BatchMetadata, last_sequence
 from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage import StorageRoot
@@ -247,7 +247,7 @@ class Committer:
         dups: dict[int, AppendResult | KafkaError] = {}
         now = int(time.time() * 1000)
         if any(batches[i].idempotent for i in pending):
-            self.registry.refresh()
+            self.registry.refresh(max_age_s=EPOCH_CHECK_INTERVAL_S)
         for i in pending:
             b = batches[i]
             p = b.partition
