@@ -201,13 +201,15 @@ _PIECES = [
     ("  add-action stats", "lakelog.writer.segment_writer", "", "segment_stats"),
     ("commit (total)", "lakelog.writer.committer", "Committer", "_commit"),
     ("  delta-rs create_write_transaction", "deltalake", "DeltaTable", "create_write_transaction"),
-    ("  delta-rs update_incremental", "deltalake", "DeltaTable", "update_incremental"),
+    ("  delta-rs update_incremental (direct: in the background checkpoint)", "deltalake", "DeltaTable",
+     "update_incremental"),
     ("  our Delta log tail replay", "lakelog.writer.committer", "", "advance"),
     ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.committer", "Committer", "_commit_direct"),
     ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_commit"),
-    ("    delta-rs checkpoint (every 100 versions)", "deltalake", "DeltaTable", "create_checkpoint"),
     ("  index/snapshot update", "lakelog.topic_snapshot", "TopicSnapshot", "apply"),
     ("persist the Arrow index (every 64 commits)", "lakelog.topic_snapshot", "TopicSnapshot", "persist"),
+    ("delta-rs checkpoint every 100 versions (direct: background thread)", "deltalake", "DeltaTable",
+     "create_checkpoint"),
 ]
 
 

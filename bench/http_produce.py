@@ -13,6 +13,7 @@ waiting for its answer before sending again:
 * **storage ceiling** -- the library alone, in-process: the same record batches appended through
   ``Log.accumulator()`` (linger.ms 5) by 8 threads, no HTTP;
 * **p99 at half rate** -- JSON produce paced at half the measured maximum rate (linger.ms 5);
+* every produce run writes to a fresh 8-partition topic, so no run pays for another's files;
 * **moto S3** -- JSON and Arrow produce against an ``s3://`` root on a moto server (its own process).
 
 Latency is per request, from send to answer (for a whole batch, as the Java perf tool reports per
@@ -251,10 +252,12 @@ def _best(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.records_per_s)[len(runs) // 2]
 
 
-def _create_topic(url: str, name: str) -> None:
+def _create_topic(url: str) -> str:
+    name = f"perf-{random.randrange(1 << 40):x}"
     r = httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": PARTITIONS}, timeout=60)
     if r.status_code != 201:
         raise RuntimeError(f"create topic: {r.status_code} {r.text}")
+    return name
 
 
 def _row(name: str, run: Run) -> list[str]:
@@ -274,21 +277,23 @@ def run(ctx: BenchContext) -> BenchResult:
     ctx.progress(f"local front on {root}")
     front = FrontProcess(root, ctx.workdir)
     try:
-        _create_topic(front.url, "perf")
-        produce_url, parse_url = f"{front.url}/v1/topics/perf/records", f"{front.url}/v1/bench/parse/perf"
+        def produce_url() -> str:  # a fresh topic per run: results do not depend on what ran before
+            return f"{front.url}/v1/topics/{_create_topic(front.url)}/records"
+
+        parse_url = f"{front.url}/v1/bench/parse/{_create_topic(front.url)}"
         series: dict[str, list[Run]] = {k: [] for k in ("json", "json_parse", "arrow", "arrow_parse")}
         for i in range(ctx.repeats):
             ctx.progress(f"repeat {i + 1}/{ctx.repeats}")
-            series["json"].append(http_load(produce_url, jbody, "application/json", JSON_RECORDS, json_requests))
+            series["json"].append(http_load(produce_url(), jbody, "application/json", JSON_RECORDS, json_requests))
             series["json_parse"].append(http_load(parse_url, jbody, "application/json", JSON_RECORDS, json_requests))
-            series["arrow"].append(http_load(produce_url, abody, ARROW, ARROW_RECORDS, arrow_requests))
+            series["arrow"].append(http_load(produce_url(), abody, ARROW, ARROW_RECORDS, arrow_requests))
             series["arrow_parse"].append(http_load(parse_url, abody, ARROW, ARROW_RECORDS, arrow_requests))
         for k, runs in series.items():
             results[k] = _best(runs)
         half_rate = results["json"].records_per_s / 2
         interval = CLIENTS * JSON_RECORDS / half_rate
         ctx.progress(f"JSON at half rate ({half_rate:,.0f} records/s)")
-        results["json_half"] = http_load(produce_url, jbody, "application/json", JSON_RECORDS,
+        results["json_half"] = http_load(produce_url(), jbody, "application/json", JSON_RECORDS,
                                          ctx.size(max(30, int(10 / interval)), 3), interval_s=interval)
     finally:
         front.close()
@@ -305,9 +310,9 @@ def run(ctx: BenchContext) -> BenchResult:
     try:
         s3front = FrontProcess(f"s3://{MotoProcess.BUCKET}/bench", ctx.workdir, env=moto.env)
         try:
-            _create_topic(s3front.url, "perf")
-            url = f"{s3front.url}/v1/topics/perf/records"
+            url = f"{s3front.url}/v1/topics/{_create_topic(s3front.url)}/records"
             results["s3_json"] = http_load(url, jbody, "application/json", JSON_RECORDS, ctx.size(20, 2))
+            url = f"{s3front.url}/v1/topics/{_create_topic(s3front.url)}/records"
             results["s3_arrow"] = http_load(url, abody, ARROW, ARROW_RECORDS, ctx.size(6, 1))
         finally:
             s3front.close()

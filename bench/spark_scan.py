@@ -128,10 +128,57 @@ def _session():
     return spark
 
 
-def _timed(fn) -> tuple[float, object]:
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _workers_cpu_s(root_pid: int) -> dict[int, float]:
+    """CPU seconds (own user + system) of each live descendant of ``root_pid``: Spark's Python workers."""
+    stats: dict[int, list[str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    stats[int(name)] = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    out, stack = {}, list(children.get(root_pid, []))
+    while stack:
+        pid = stack.pop()
+        out[pid] = (int(stats[pid][11]) + int(stats[pid][12])) / _TICK
+        stack.extend(children.get(pid, []))
+    return out
+
+
+class CpuMeter:
+    """CPU seconds of the Spark JVM (all threads) plus its live Python workers.
+
+    Wall time on a shared 2-core machine mostly measures the neighbours; CPU time is the cost of the read
+    itself.  Short-lived processes (the per-query planner) are missed, so this slightly undercounts the
+    Python data source.
+    """
+
+    def __init__(self, spark) -> None:
+        jvm = spark._jvm
+        self._bean = jvm.java.lang.management.ManagementFactory.getOperatingSystemMXBean()
+        self._pid = jvm.java.lang.ProcessHandle.current().pid()
+
+    def sample(self) -> tuple[float, dict[int, float]]:
+        return self._bean.getProcessCpuTime() / 1e9, _workers_cpu_s(self._pid)
+
+    @staticmethod
+    def used(before, after) -> float:
+        return after[0] - before[0] + sum(max(0.0, t - before[1].get(pid, 0.0)) for pid, t in after[1].items())
+
+
+def _timed(fn, meter: CpuMeter) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``fn()``."""
+    c, t = meter.sample(), time.perf_counter()
+    fn()
+    wall = time.perf_counter() - t
+    return wall, CpuMeter.used(c, meter.sample())
 
 
 def run(ctx: BenchContext) -> BenchResult:
@@ -197,38 +244,47 @@ def run(ctx: BenchContext) -> BenchResult:
     for check in (lakelog_scan(), lakelog_projected()):
         assert (check.n, check.bytes, check.max_offset) == (expected.n, expected.bytes, expected.max_offset), check
     assert stream_drain() == expected.n and first_row() == middle
-    times: dict[str, list[float]] = {k: [] for k in ("lakelog", "projected", "parquet", "stream", "first_row",
-                                                     "python")}
+    meter = CpuMeter(spark)
+    systems = {"parquet": parquet_scan, "lakelog": lakelog_scan, "projected": lakelog_projected,
+               "stream": stream_drain, "first_row": first_row}
+    times: dict[str, list[float]] = {k: [] for k in (*systems, "python")}
+    cpu: dict[str, list[float]] = {k: [] for k in systems}
     for i in range(ctx.repeats):
         ctx.progress(f"run {i + 1}/{ctx.repeats}")
-        times["parquet"].append(_timed(parquet_scan)[0])
-        times["lakelog"].append(_timed(lakelog_scan)[0])
-        times["projected"].append(_timed(lakelog_projected)[0])
-        times["stream"].append(_timed(stream_drain)[0])
-        times["first_row"].append(_timed(first_row)[0])
-        times["python"].append(_timed(python_only)[0])
+        for name, fn in systems.items():
+            wall, used = _timed(fn, meter)
+            times[name].append(wall)
+            cpu[name].append(used)
+        t = time.process_time()
+        python_only()
+        times["python"].append(time.process_time() - t)
     med = {k: median(v) for k, v in times.items()}
+    cpu_med = {k: median(v) for k, v in cpu.items()}
     rate = {k: expected.n / med[k] for k in ("lakelog", "projected", "parquet", "stream", "python")}
     batch_ratio = med["parquet"] / med["lakelog"]
     projected_ratio = med["parquet"] / med["projected"]
     stream_ratio = med["lakelog"] / med["stream"]
+    cpu_ratio = {k: cpu_med["parquet"] / cpu_med[k] for k in ("lakelog", "projected", "stream")}
     tasks = spark.read.format("lakelog").option("subscribe", "scan").load(uri).rdd.getNumPartitions()
     spark.stop()
     rows = [
-        ["spark.read.parquet (baseline)", f"{med['parquet']:.2f}", f"{rate['parquet'] / 1e6:.2f}", "1.00"],
-        ["format(\"lakelog\")", f"{med['lakelog']:.2f}", f"{rate['lakelog'] / 1e6:.2f}", f"{batch_ratio:.2f}"],
+        ["spark.read.parquet (baseline)", f"{med['parquet']:.2f}", f"{rate['parquet'] / 1e6:.2f}", "1.00",
+         f"{cpu_med['parquet']:.2f}", "1.00"],
+        ["format(\"lakelog\")", f"{med['lakelog']:.2f}", f"{rate['lakelog'] / 1e6:.2f}", f"{batch_ratio:.2f}",
+         f"{cpu_med['lakelog']:.2f}", f"{cpu_ratio['lakelog']:.2f}"],
         ["format(\"lakelog\"), schema offset+value", f"{med['projected']:.2f}", f"{rate['projected'] / 1e6:.2f}",
-         f"{projected_ratio:.2f}"],
+         f"{projected_ratio:.2f}", f"{cpu_med['projected']:.2f}", f"{cpu_ratio['projected']:.2f}"],
         ["readStream AvailableNow drain", f"{med['stream']:.2f}", f"{rate['stream'] / 1e6:.2f}",
-         f"{med['parquet'] / med['stream']:.2f}"],
-        ["read_slices alone (no Spark)", f"{med['python']:.2f}", f"{rate['python'] / 1e6:.2f}", ""],
+         f"{med['parquet'] / med['stream']:.2f}", f"{cpu_med['stream']:.2f}", f"{cpu_ratio['stream']:.2f}"],
+        ["read_slices alone (no Spark, CPU s)", f"{med['python']:.2f}", f"{rate['python'] / 1e6:.2f}", "", "", ""],
     ]
     markdown = "\n".join([
         f"{expected.n:,} records (~{VALUE_BYTES} B values) in {PARTITIONS} partitions, "
         f"{files_bytes / 2**20:.0f} MiB of segment files; `format(\"lakelog\")` planned {tasks} tasks. "
         f"Query: `{', '.join(AGG)}`. Medians of {ctx.repeats} runs.",
         "",
-        md_table(["read", "seconds", "M records/s", "vs parquet"], rows),
+        md_table(["read", "wall s", "M records/s", "vs parquet", "CPU s (JVM + Python workers)", "vs parquet (CPU)"],
+                 rows),
         "",
         f"Time to first row from offset {middle:,} of a topic with {segments:,} segments "
         f"(`limit(1).collect()`, planning included): **{med['first_row']:.2f} s** "
@@ -242,8 +298,11 @@ def run(ctx: BenchContext) -> BenchResult:
         Goal(f"first row from mid-topic <= {GOAL_FIRST_ROW_S} s ({segments:,} segments)",
              med["first_row"] <= GOAL_FIRST_ROW_S, f"{med['first_row']:.2f} s"),
     ]
-    summary = [f"{k}: {med[k]:.2f} s" for k in med] + [f"batch ratio {batch_ratio:.2f}, projected "
-                                                        f"{projected_ratio:.2f}, stream/batch {stream_ratio:.2f}"]
-    metrics = {**{f"{k}_s": v for k, v in med.items()}, "batch_ratio": batch_ratio,
-               "projected_ratio": projected_ratio, "stream_ratio": stream_ratio}
+    summary = [f"{k}: {med[k]:.2f} s wall, {cpu_med.get(k, float('nan')):.2f} s CPU" for k in med] + [
+        f"wall ratios: batch {batch_ratio:.2f}, projected {projected_ratio:.2f}, stream/batch {stream_ratio:.2f}; "
+        f"CPU ratios: batch {cpu_ratio['lakelog']:.2f}, projected {cpu_ratio['projected']:.2f}, stream/batch "
+        f"{cpu_med['lakelog'] / cpu_med['stream']:.2f}"]
+    metrics = {**{f"{k}_s": v for k, v in med.items()}, **{f"{k}_cpu_s": v for k, v in cpu_med.items()},
+               "batch_ratio": batch_ratio, "projected_ratio": projected_ratio, "stream_ratio": stream_ratio,
+               "batch_cpu_ratio": cpu_ratio["lakelog"]}
     return BenchResult(markdown=markdown, summary=summary, metrics=metrics, goals=goals)

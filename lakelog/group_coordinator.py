@@ -168,7 +168,11 @@ class GroupCoordinator:
         if store is not None:
             now = clock()
             for gid, md in store.load_groups().items():
-                self._groups[gid] = self._restore(gid, md, now)
+                g = self._groups[gid] = self._restore(gid, md, now)
+                if g.members and self._unassigned(g):
+                    # saved between a cooperative round and its follow-up: hand the withheld partitions out
+                    with self._cv:
+                        self._prepare_rebalance(g, "restored with unassigned partitions")
 
     # -- persistence -----------------------------------------------------------------------
     @staticmethod
@@ -180,6 +184,12 @@ class GroupCoordinator:
             g.members[member.member_id] = member
         g.state = STABLE if g.members else EMPTY
         return g
+
+    @staticmethod
+    def _unassigned(g: Group) -> bool:
+        owned = {tp for m in g.members.values() for tp in m.assignment}
+        return any(TopicPartition(t, p) not in owned
+                   for t in g.subscribed_topics for p in range(g.partition_counts.get(t, 0)))
 
     def _save(self, g: Group) -> None:
         if self._store is not None:
@@ -308,8 +318,13 @@ class GroupCoordinator:
         if not topics or not all(isinstance(t, str) and t for t in topics):
             raise InvalidRequest("a member must subscribe to at least one topic")
         with self._cv:
-            g = self._group(group_id, create=True)
-            self._expire(g)
+            if not isinstance(group_id, str) or not group_id:
+                raise InvalidGroupId(f"group id {group_id!r} is not valid: it must be a non-empty string")
+            g = self._groups.get(group_id)
+            if g is None or g.state == DEAD:
+                g = Group(group_id)  # registered below, once the join is accepted: a refused join creates nothing
+            else:
+                self._expire(g)
             others = [m.protocols for mid, m in g.members.items() if mid != member_id]
             if others and not set(protocols) & set.intersection(*(set(p) for p in others)):
                 raise InconsistentGroupProtocol(
@@ -318,6 +333,7 @@ class GroupCoordinator:
             m = g.members.get(member_id) if member_id else None
             if member_id and m is None and group_instance_id is None:
                 raise UnknownMemberId(f"member {member_id} is not a member of group {group_id}")
+            self._groups[group_id] = g
             rebalance = False
             if m is None and group_instance_id is not None:
                 old = next((x for x in g.members.values() if x.group_instance_id == group_instance_id), None)

@@ -74,11 +74,12 @@ def segment_from_add(add: dict) -> Segment | None:
     stats = json.loads(stats) if isinstance(stats, str) else stats
     mins, maxs = stats.get("minValues") or {}, stats.get("maxValues") or {}
     base = int(m.group(2))
-    records = int(stats.get("numRecords", 0))
+    records = int(stats.get("numRecords") or 0)
+    last = maxs.get("offset")  # absent (or null, from a full snapshot) for an empty segment
     return Segment(
         partition=int(m.group(1)),
         base_offset=base,
-        last_offset=int(maxs.get("offset", base + records - 1)),
+        last_offset=int(last) if last is not None else base + records - 1,
         records=records,
         bytes=int(add.get("size") or 0),
         min_timestamp=parse_stats_timestamp(mins.get("timestamp"), -(2**63)),

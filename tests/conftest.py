@@ -13,9 +13,7 @@ import uuid
 
 import pytest
 
-BUCKET = "lakelog-test"
-CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-         "AWS_DEFAULT_REGION": "us-east-1"}
+from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -34,11 +32,6 @@ def s3_endpoint():
                  region_name="us-east-1").create_bucket(Bucket=BUCKET)
     yield endpoint
     server.stop()
-
-
-def s3_options(endpoint: str) -> dict[str, str]:
-    return {"aws_endpoint_url": endpoint, "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
-            "aws_region": "us-east-1", "aws_allow_http": "true"}
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUCKET, s3_options
+from s3_server import BUCKET, s3_options
 from lakelog import Log
 from lakelog.partitioner import partition_for_key
 from lakelog.storage import StorageRoot

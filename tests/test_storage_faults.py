@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from conftest import BUCKET, s3_options
+from s3_server import BUCKET, s3_options
 from lakelog import Log, PartitionBatch
 from lakelog.errors import KafkaError, RequestTimedOut
 from lakelog.orphan_files import find_orphan_files

@@ -94,7 +94,7 @@ def _decode_base64(value: str | None, where: str) -> bytes | None:
 
 def _binary_column(values: list, encoding: str, what: str) -> pa.Array:
     if encoding == "utf8":
-        return pa.array(values, pa.string()).cast(pa.binary())
+        return pa.array(values, pa.string()).view(pa.binary())  # same layout: no copy, no compute kernel
     return pa.array([_decode_base64(v, f"record {i} {what}") for i, v in enumerate(values)], pa.binary())
 
 

@@ -5,10 +5,18 @@
     with Producer("http://127.0.0.1:8080") as producer:          # idempotent by default
         meta = producer.send("orders", b"value", key=b"k").result()
     Admin("http://127.0.0.1:8080").commit_offsets("billing", [("orders", 0, 42)])
+
+    with Consumer("http://127.0.0.1:8080", group_id="billing") as consumer:   # records read from storage
+        consumer.subscribe(["orders"])
+        records = consumer.poll(timeout_ms=1000)
 """
 
+from lakelog.assignors import TopicPartition
 from lakelog.client.admin import Admin
+from lakelog.client.consumer import (Consumer, ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata,
+                                     OffsetAndTimestamp)
 from lakelog.client.producer import Producer, RecordMetadata
 from lakelog.client.transport import Transport
 
-__all__ = ["Admin", "Producer", "RecordMetadata", "Transport"]
+__all__ = ["Admin", "Consumer", "ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
+           "RecordMetadata", "TopicPartition", "Transport"]

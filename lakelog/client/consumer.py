@@ -9,21 +9,33 @@
 
 Only membership (join, heartbeat, leave) and offsets (commit, fetch) go
 through the front; records are read directly from the object store through
-the topic's Arrow index (:class:`lakelog.Log`), so data never flows through
-the front.  The storage root is the front's (``GET /v1/health``) unless
-``root=`` is given; credentials come from the standard AWS environment or
-``storage_options``.
+the topic's Arrow index and a read-ahead :class:`~lakelog.client.fetcher.Fetcher`,
+so data never flows through the front.  The storage root is the front's
+(``GET /v1/health``) unless ``root=`` is given; credentials come from the
+standard AWS environment or ``storage_options``.
 
 Keyword arguments use kafka-python's spelling.  Delivery is at-least-once by
 default: with ``enable_auto_commit`` the positions of records returned by
 earlier polls are committed every ``auto_commit_interval_ms``, before a
-rebalance revokes partitions, and on :meth:`close`.
+rebalance takes partitions away, and on :meth:`close`.
 
-Rebalances: a background thread heartbeats every ``heartbeat_interval_ms``;
+Rebalances: a background thread heartbeats every ``heartbeat_interval_ms``
+(also while a rebalance waits for this member, so its session stays alive);
 when the coordinator answers ``REBALANCE_IN_PROGRESS`` the next :meth:`poll`
 rejoins.  Eager strategies revoke every partition first (``on_revoke`` with
-all of them, after the auto-commit); ``cooperative-sticky`` revokes only the
-partitions that move.  Callbacks run in the thread calling :meth:`poll`.
+all of them, after the auto-commit); ``cooperative-sticky`` commits, rejoins
+and then revokes only the partitions that moved, and rejoins at once when the
+coordinator hands the moved partitions over in a follow-up round.  A member
+the coordinator no longer knows (``UNKNOWN_MEMBER_ID``, ``ILLEGAL_GENERATION``:
+its session expired) loses its partitions without committing (``on_revoke``,
+as Kafka's default ``onPartitionsLost``) and joins again.  A front that is
+unreachable (restarting) is retried: :meth:`poll` keeps serving the current
+assignment and rejoins once the front answers.  Callbacks run in the thread
+calling :meth:`poll`.
+
+Static members (``group_instance_id``) do not leave the group on
+:meth:`close` (KIP-345): a restart within ``session_timeout_ms`` gets the same
+partitions back without a rebalance.
 
 Not thread-safe, like Kafka's consumer: use one consumer per thread (the
 heartbeat thread is internal).
@@ -31,22 +43,29 @@ heartbeat thread is internal).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
+from urllib.parse import quote
 
 import pyarrow as pa
 
 from lakelog.assignors import ASSIGNORS, TopicPartition
+from lakelog.client.fetcher import DEFAULT_MAX_PARTITION_FETCH_BYTES, Fetcher
 from lakelog.client.transport import Transport
 from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidRequest, KafkaError, OffsetOutOfRange,
                             RebalanceInProgress, UnknownMemberId)
 
 OFFSET_RESETS = ("earliest", "latest", "none")
-METADATA_MAX_AGE_S = 5.0
+_REJOINS_PER_POLL = 4  # a cooperative rebalance takes two rounds; a few more absorb races
+_RETRY_BACKOFF_S = 0.1
+log = logging.getLogger(__name__)
+
+Callback = Callable[[list[TopicPartition]], None]
 
 
 @dataclass(frozen=True)
@@ -65,8 +84,20 @@ class ConsumerRecord:
 
 @dataclass(frozen=True)
 class OffsetAndMetadata:
+    """A committed position: the offset of the next record to consume, and free-form metadata."""
+
     offset: int
     metadata: str = ""
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """Where this consumer stands in its group (Kafka's ``groupMetadata()``); generation -1 before a join."""
+
+    group_id: str | None
+    generation_id: int
+    member_id: str | None
+    group_instance_id: str | None
 
 
 @dataclass(frozen=True)
@@ -83,6 +114,10 @@ def _strategies(value: str | Sequence[str]) -> tuple[str, ...]:
     return names
 
 
+def _tp(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
+
+
 class Consumer:
     """Consumes topics as a member of a group (``subscribe``) or by manual assignment (``assign``)."""
 
@@ -93,43 +128,56 @@ class Consumer:
                  auto_commit_interval_ms: int = 5000, auto_offset_reset: str = "latest",
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300_000, max_poll_records: int = 500,
-                 fetch_max_bytes: int = 52_428_800) -> None:
+                 max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES,
+                 metadata_max_age_ms: int = 5000) -> None:
         from lakelog.log import Log
 
         if auto_offset_reset not in OFFSET_RESETS:
             raise InvalidRequest(f"auto_offset_reset must be one of {OFFSET_RESETS}, got {auto_offset_reset!r}")
-        if group_id is None and bootstrap is None and root is None:
+        for name, value in (("session_timeout_ms", session_timeout_ms), ("heartbeat_interval_ms", heartbeat_interval_ms),
+                            ("max_poll_interval_ms", max_poll_interval_ms), ("max_poll_records", max_poll_records),
+                            ("max_partition_fetch_bytes", max_partition_fetch_bytes),
+                            ("auto_commit_interval_ms", auto_commit_interval_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidRequest(f"{name} must be a positive integer, got {value!r}")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise InvalidRequest(f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be lower than "
+                                 f"session_timeout_ms ({session_timeout_ms})")
+        if bootstrap is None and root is None:
             raise InvalidRequest("give bootstrap (the front's URL) or root (a storage root)")
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
         self.strategies = _strategies(partition_assignment_strategy)
         self.cooperative = self.strategies[0] == "cooperative-sticky"
-        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.enable_auto_commit = enable_auto_commit and group_id is not None and bootstrap is not None
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.auto_offset_reset = auto_offset_reset
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.rebalance_timeout_ms = max_poll_interval_ms
         self.max_poll_records = max_poll_records
-        self.fetch_max_bytes = fetch_max_bytes
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
         self._http = Transport(bootstrap, token=token, timeout=max_poll_interval_ms / 1000 + 30) if bootstrap else None
         if root is None:
-            if self._http is None:
-                raise InvalidRequest("root is required without a bootstrap front")
             root = self._http.json("GET", "/v1/health")["root"]
         self._log = Log(root, storage_options=storage_options)
+        self._fetcher = Fetcher(self._log, max_partition_fetch_bytes=max_partition_fetch_bytes)
+        self._group_path = f"/v1/groups/{quote(group_id, safe='')}" if group_id else ""
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern | None = None
         self._pattern_checked = 0.0
-        self._on_assign: Callable[[list[TopicPartition]], None] | None = None
-        self._on_revoke: Callable[[list[TopicPartition]], None] | None = None
+        self._on_assign: Callback | None = None
+        self._on_revoke: Callback | None = None
         self._manual = False
         self._assignment: set[TopicPartition] = set()
         self._positions: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
+        # shared with the heartbeat thread (single attribute reads/writes only)
         self._member_id: str | None = None
         self._generation = -1
+        self._joining = False
+        self._lost = False  # the coordinator no longer knows this member: its partitions are gone
         self._needs_join = threading.Event()
         self._fatal: KafkaError | None = None
         self._hb_stop = threading.Event()
@@ -140,13 +188,17 @@ class Consumer:
 
     # -- subscription ----------------------------------------------------------------------
     def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None, *,
-                  on_assign: Callable[[list[TopicPartition]], None] | None = None,
-                  on_revoke: Callable[[list[TopicPartition]], None] | None = None) -> None:
-        """Join the group for ``topics`` or every topic matching ``pattern`` (a regex)."""
+                  on_assign: Callback | None = None, on_revoke: Callback | None = None) -> None:
+        """Join the group for ``topics`` or every topic matching ``pattern`` (a regex, re-checked every
+        ``metadata_max_age_ms``); the assignment arrives with the next :meth:`poll`."""
         if self.group_id is None or self._http is None:
             raise InvalidRequest("subscribe() needs group_id and bootstrap; use assign() otherwise")
         if (topics is None) == (pattern is None):
             raise InvalidRequest("give exactly one of topics and pattern")
+        if isinstance(topics, str):
+            topics = [topics]
+        if topics is not None and not list(topics):
+            raise InvalidRequest("subscribe() needs at least one topic; call unsubscribe() to stop consuming")
         if self._manual:
             raise InvalidRequest("subscribe() after assign() is not allowed; call unsubscribe() first")
         self._pattern = re.compile(pattern) if pattern is not None else None
@@ -162,24 +214,31 @@ class Consumer:
         return set(self._topics)
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        """Manual assignment: no group membership, no rebalances."""
-        if self._topics:
+        """Manual assignment: no group membership, no rebalances (commits are simple commits)."""
+        if self._topics or self._pattern is not None:
             raise InvalidRequest("assign() after subscribe() is not allowed; call unsubscribe() first")
         self._manual = True
-        self._assignment = {TopicPartition(*tp) if isinstance(tp, tuple) else tp for tp in partitions}
+        self._assignment = {_tp(tp) for tp in partitions}
         self._positions = {tp: o for tp, o in self._positions.items() if tp in self._assignment}
+        self._paused &= self._assignment
+        self._fetcher.retain(self._assignment)
 
     def unsubscribe(self) -> None:
+        """Give up the subscription (committing first with auto-commit) or the manual assignment."""
         if self._member_id is not None:
             self._revoke(sorted(self._assignment))
             self._leave()
         self._topics, self._pattern, self._manual = (), None, False
-        self._assignment.clear()
-        self._positions.clear()
+        self._needs_join.clear()
+        self._drop(set(self._assignment))
 
     def assignment(self) -> set[TopicPartition]:
         """The (topic, partition) pairs currently assigned to this consumer."""
         return set(self._assignment)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id the current assignment belongs to."""
+        return ConsumerGroupMetadata(self.group_id, self._generation, self._member_id, self.group_instance_id)
 
     # -- membership ---------------------------------------------------------------------------
     def _ensure_membership(self) -> None:
@@ -187,12 +246,16 @@ class Consumer:
             raise self._fatal
         if self._manual or not self._topics and self._pattern is None:
             return
-        if self._pattern is not None and time.monotonic() - self._pattern_checked > METADATA_MAX_AGE_S:
+        if self._lost:
+            self._lose_all()
+        if self._pattern is not None and time.monotonic() - self._pattern_checked > self.metadata_max_age_s:
             topics = self._match_pattern()
             if topics != self._topics:
                 self._topics = topics
                 self._needs_join.set()
-        if self._needs_join.is_set() and self._topics:
+        for _ in range(_REJOINS_PER_POLL):
+            if not (self._needs_join.is_set() and self._topics):
+                break
             self._rejoin()
 
     def _rejoin(self) -> None:
@@ -200,85 +263,135 @@ class Consumer:
         if not self.cooperative and old:
             self._revoke(sorted(old))  # eager: give everything back before rejoining
             old = set()
+        elif old and self.enable_auto_commit:
+            self._commit_quietly(old)  # cooperative: still the owner in this generation
         self._needs_join.clear()
         body = {"topics": list(self._topics), "protocols": list(self.strategies), "client_id": self.client_id,
                 "session_timeout_ms": self.session_timeout_ms, "rebalance_timeout_ms": self.rebalance_timeout_ms,
                 "member_id": self._member_id, "group_instance_id": self.group_instance_id}
+        self._joining = True
         try:
-            joined = self._http.json("POST", f"/v1/groups/{self.group_id}/members", json=body)
+            joined = self._http.json("POST", f"{self._group_path}/members", json=body)
         except UnknownMemberId:
             self._member_id = None
+            self._lose_all()
             self._needs_join.set()
             return
         except RebalanceInProgress:
             self._needs_join.set()
             return
+        except KafkaError as e:
+            if e.retriable:
+                self._needs_join.set()
+            raise
+        finally:
+            self._joining = False
         self._member_id, self._generation = joined["member_id"], joined["generation"]
+        self._lost = False
         new = {TopicPartition(a["topic"], a["partition"]) for a in joined["assignment"]}
         lost, added = sorted(old - new), sorted(new - old)
         if lost:
-            self._revoke(lost)
+            self._revoke(lost, commit=False)  # committed above; the new generation no longer lets us
         self._assignment = new
         self._paused &= new
         if added and self._on_assign is not None:
             self._on_assign(added)
         self._start_heartbeat()
+        if self.cooperative:
+            self._heartbeat_once()  # a follow-up round hands over what moved: join it now, not a heartbeat later
 
-    def _revoke(self, partitions: list[TopicPartition]) -> None:
-        if self.enable_auto_commit:
-            mine = {tp: o for tp, o in self._positions.items() if tp in set(partitions)}
-            if mine:
-                try:
-                    self._commit(mine)
-                except (IllegalGeneration, UnknownMemberId, RebalanceInProgress):
-                    pass  # the generation moved on; whoever owns these next resumes from the last commit
-        if self._on_revoke is not None:
+    def _revoke(self, partitions: list[TopicPartition], *, commit: bool = True) -> None:
+        if commit and self.enable_auto_commit:
+            self._commit_quietly(set(partitions))
+        if self._on_revoke is not None and partitions:
             self._on_revoke(partitions)
+        self._drop(set(partitions))
+
+    def _lose_all(self) -> None:
+        """The coordinator dropped this member: its partitions already belong to others; commit nothing."""
+        self._lost = False
+        lost = sorted(self._assignment)
+        if lost and self._on_revoke is not None:
+            self._on_revoke(lost)
+        self._drop(set(lost))
+
+    def _drop(self, partitions: set[TopicPartition]) -> None:
         for tp in partitions:
             self._assignment.discard(tp)
             self._positions.pop(tp, None)
+            self._paused.discard(tp)
+            self._fetcher.drop(tp)
+
+    def _commit_quietly(self, partitions: set[TopicPartition]) -> None:
+        mine = {tp: o for tp, o in self._positions.items() if tp in partitions}
+        if not mine:
+            return
+        try:
+            self._commit(mine)
+        except KafkaError as e:  # the generation moved on or the front is away: the next owner re-reads
+            log.warning("offset commit before a rebalance failed for group %s: %s", self.group_id, e)
 
     def _start_heartbeat(self) -> None:
         if self._hb_thread is None:
-            self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
+            self._hb_stop = threading.Event()
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop, args=(self._hb_stop,), daemon=True,
                                                name=f"lakelog-heartbeat-{self.client_id}")
             self._hb_thread.start()
 
-    def _heartbeat_loop(self) -> None:
-        while not self._hb_stop.wait(self.heartbeat_interval_s):
-            member, generation = self._member_id, self._generation
-            if member is None or self._needs_join.is_set():
-                continue
-            try:
-                self._http.request("POST", f"/v1/groups/{self.group_id}/members/{member}/heartbeat",
-                                   json={"generation": generation, "group_instance_id": self.group_instance_id},
-                                   timeout=max(self.heartbeat_interval_s * 3, 5))
-            except (RebalanceInProgress, IllegalGeneration):
-                self._needs_join.set()
-            except UnknownMemberId:
-                if self._member_id == member:
-                    self._member_id = None
-                self._needs_join.set()
-            except FencedInstanceId as e:
-                self._fatal = e
+    def _heartbeat_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_interval_s):
+            if self._joining:
+                continue  # a pending join pauses the session on the coordinator's side
+            self._heartbeat_once()
+            if self._fatal is not None:
                 return
-            except KafkaError:
-                continue  # the front may be restarting: keep trying within the session timeout
+
+    def _heartbeat_once(self) -> None:
+        member, generation = self._member_id, self._generation
+        if member is None:
+            return
+        try:
+            self._http.request("POST", f"{self._group_path}/members/{quote(member, safe='')}/heartbeat",
+                               json={"generation": generation, "group_instance_id": self.group_instance_id},
+                               timeout=max(self.heartbeat_interval_s * 3, 5))
+        except RebalanceInProgress:
+            if self._generation == generation:  # not an answer that a join meanwhile made stale
+                self._needs_join.set()
+        except (IllegalGeneration, UnknownMemberId) as e:
+            if self._member_id == member and self._generation == generation:
+                if isinstance(e, UnknownMemberId):
+                    self._member_id = None  # join again as a new member
+                self._lost = True
+                self._needs_join.set()
+        except FencedInstanceId as e:
+            self._fatal = e
+        except KafkaError as e:  # the front may be restarting: keep trying within the session timeout
+            log.debug("heartbeat of %s in group %s failed: %s", member, self.group_id, e)
 
     def _leave(self) -> None:
         self._hb_stop.set()
-        if self._member_id is not None and self._http is not None:
+        if self._hb_thread is not None and self._hb_thread is not threading.current_thread():
+            self._hb_thread.join(timeout=10)
+        self._hb_thread = None
+        if self._member_id is not None and self._http is not None and not self.group_instance_id:
             try:
-                self._http.request("DELETE", f"/v1/groups/{self.group_id}/members/{self._member_id}")
-            except KafkaError:
-                pass
+                self._http.request("DELETE", f"{self._group_path}/members/{quote(self._member_id, safe='')}")
+            except KafkaError as e:
+                log.warning("leaving group %s failed (the session timeout will remove %s): %s",
+                            self.group_id, self._member_id, e)
         self._member_id = None
 
     # -- positions ---------------------------------------------------------------------------------
+    def _check_assigned(self, tp: TopicPartition) -> TopicPartition:
+        tp = _tp(tp)
+        if tp not in self._assignment:
+            raise InvalidRequest(f"{tp} is not assigned to this consumer")
+        return tp
+
     def _reset(self, tp: TopicPartition, strategy: str | None = None) -> int:
         strategy = strategy or self.auto_offset_reset
         if strategy == "none":
-            raise OffsetOutOfRange(f"no committed offset for {tp} in group {self.group_id} and "
+            raise OffsetOutOfRange(f"no valid position for {tp} in group {self.group_id} and "
                                    f"auto_offset_reset is 'none'")
         return self._log.list_offsets(tp.topic, strategy)[tp.partition]
 
@@ -286,46 +399,63 @@ class Consumer:
         missing = [tp for tp in self._assignment if tp not in self._positions]
         if not missing:
             return
-        committed = self._fetch_committed({tp.topic for tp in missing}) if self.group_id else {}
-        for tp in missing:
+        committed = self._fetch_committed({tp.topic for tp in missing}) if self.group_id and self._http else {}
+        for tp in sorted(missing):
             off = committed.get(tp)
             self._positions[tp] = off.offset if off is not None else self._reset(tp)
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record this consumer will return for ``tp``."""
-        if tp not in self._assignment:
-            raise InvalidRequest(f"{tp} is not assigned to this consumer")
+        tp = self._check_assigned(tp)
         self._initial_positions()
         return self._positions[tp]
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        if tp not in self._assignment:
-            raise InvalidRequest(f"{tp} is not assigned to this consumer")
-        if offset < 0:
-            raise InvalidRequest(f"offset must be >= 0, got {offset}")
+        """The next poll returns ``tp``'s records from ``offset`` on."""
+        tp = self._check_assigned(tp)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidRequest(f"offset must be an integer >= 0, got {offset!r}")
         self._positions[tp] = offset
+        self._fetcher.drop(tp)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset (every assigned partition if none is given)."""
         for tp in partitions or sorted(self._assignment):
+            tp = self._check_assigned(tp)
             self._positions[tp] = self._reset(tp, "earliest")
+            self._fetcher.drop(tp)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the high watermark (every assigned partition if none is given)."""
         for tp in partitions or sorted(self._assignment):
+            tp = self._check_assigned(tp)
             self._positions[tp] = self._reset(tp, "latest")
+            self._fetcher.drop(tp)
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._paused |= set(partitions)
+        """Stop returning records of these partitions (their buffers and positions are kept)."""
+        self._paused |= {self._check_assigned(tp) for tp in partitions}
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._paused -= set(partitions)
+        self._paused -= {_tp(tp) for tp in partitions}
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._log.list_offsets(tp.topic, "earliest")[tp.partition] for tp in map(_tp, partitions)}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """High watermarks: the offset the next record of each partition will get."""
+        return {tp: self._log.list_offsets(tp.topic, "latest")[tp.partition] for tp in map(_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """First offset whose timestamp >= the given epoch ms, per partition (None if there is none)."""
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp, ts in timestamps.items():
+            tp = _tp(tp)
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise InvalidRequest(f"timestamp for {tp} must be epoch milliseconds >= 0, got {ts!r}")
             off = self._log.offsets_for_times(tp.topic, {tp.partition: ts})[tp.partition]
             if off is None:
                 out[tp] = None
@@ -337,44 +467,55 @@ class Consumer:
 
     # -- polling ----------------------------------------------------------------------------------
     def poll_arrow(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, pa.Table]:
-        """Like :meth:`poll`, but each partition's records as one Arrow table (the fast path)."""
+        """Like :meth:`poll`, but each partition's records as one Arrow table (``FILE_SCHEMA``; the fast path)."""
+        if self._closed:
+            raise InvalidRequest("the consumer is closed")
         deadline = time.monotonic() + timeout_ms / 1000
         limit = max_records or self.max_poll_records
         while True:
-            self._ensure_membership()
-            self._maybe_auto_commit()
-            self._initial_positions()
+            try:
+                self._ensure_membership()
+                self._maybe_auto_commit()
+                self._initial_positions()
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                log.debug("group %s: %s; retrying", self.group_id, e)  # e.g. the front restarts
+                if time.monotonic() >= deadline:
+                    return {}
+                time.sleep(min(_RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+                continue
             out = self._fetch_round(limit)
             if out or time.monotonic() >= deadline:
                 return out
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def _fetch_round(self, limit: int) -> dict[TopicPartition, pa.Table]:
-        active = sorted(tp for tp in self._assignment if tp not in self._paused)
+        active = sorted(tp for tp in self._assignment if tp not in self._paused and tp in self._positions)
         if not active:
             return {}
         self._rr = (self._rr + 1) % len(active)
         order = active[self._rr:] + active[:self._rr]  # rotate so no partition starves
         out: dict[TopicPartition, pa.Table] = {}
-        budget, bytes_left = limit, self.fetch_max_bytes
+        budget = limit
         for tp in order:
-            if budget <= 0 or bytes_left <= 0:
+            if budget <= 0:
                 break
-            pos = self._positions[tp]
             try:
-                res = self._log.fetch(tp.topic, tp.partition, pos, max_records=budget, max_bytes=bytes_left)
+                records, self._positions[tp] = self._fetcher.take(tp, self._positions[tp], budget)
             except OffsetOutOfRange:
-                self._positions[tp] = self._reset(tp)  # e.g. retention removed our position
+                self._positions[tp] = self._reset(tp)  # e.g. retention removed our position ('none' raises)
                 continue
-            if res.records.num_rows:
-                out[tp] = res.records
-                budget -= res.records.num_rows
-                bytes_left -= res.records.nbytes
-            self._positions[tp] = res.next_offset
+            if records is not None and records.num_rows:
+                out[tp] = records
+                budget -= records.num_rows
         return out
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records from assigned, unpaused partitions, at most ``max_records`` (default ``max_poll_records``)."""
+        """Records from assigned, unpaused partitions, at most ``max_records`` (default ``max_poll_records``).
+
+        Waits up to ``timeout_ms`` for records; joins, rejoins and heartbeats are handled here.
+        """
         tables = self.poll_arrow(timeout_ms, max_records)
         out = {}
         for tp, t in tables.items():
@@ -392,7 +533,7 @@ class Consumer:
     def _fetch_committed(self, topics: set[str]) -> dict[TopicPartition, OffsetAndMetadata]:
         out = {}
         for topic in sorted(topics):
-            rows = self._http.json("GET", f"/v1/groups/{self.group_id}/offsets", params={"topic": topic})
+            rows = self._http.json("GET", f"{self._group_path}/offsets", params={"topic": topic})
             for r in rows["offsets"]:
                 if r.get("offset") is not None and r["offset"] >= 0:
                     out[TopicPartition(r["topic"], r["partition"])] = OffsetAndMetadata(r["offset"],
@@ -401,74 +542,84 @@ class Consumer:
 
     def committed(self, tp: TopicPartition) -> int | None:
         """The group's committed offset for ``tp`` (None if there is none)."""
-        if self.group_id is None:
-            raise InvalidRequest("committed() needs a group_id")
+        if self.group_id is None or self._http is None:
+            raise InvalidRequest("committed() needs group_id and bootstrap")
+        tp = _tp(tp)
         got = self._fetch_committed({tp.topic}).get(tp)
         return got.offset if got else None
 
     def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         if self.group_id is None or self._http is None:
             raise InvalidRequest("commit needs group_id and bootstrap")
-        body = {"offsets": [{"topic": tp.topic, "partition": tp.partition,
-                             "offset": o.offset if isinstance(o, OffsetAndMetadata) else int(o),
-                             "metadata": o.metadata if isinstance(o, OffsetAndMetadata) else None}
-                            for tp, o in sorted(offsets.items())]}
+        entries = []
+        for tp, o in sorted(offsets.items()):
+            offset = o.offset if isinstance(o, OffsetAndMetadata) else o
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise InvalidRequest(f"offset to commit for {tp} must be an integer >= 0, got {offset!r}")
+            entries.append({"topic": tp.topic, "partition": tp.partition, "offset": offset,
+                            "metadata": o.metadata if isinstance(o, OffsetAndMetadata) else None})
+        body: dict = {"offsets": entries}
         if self._member_id is not None:
             body.update(member_id=self._member_id, generation_id=self._generation)
-        self._http.json("POST", f"/v1/groups/{self.group_id}/offsets", json=body)
+        self._http.json("POST", f"{self._group_path}/offsets", json=body)
         self._last_commit = time.monotonic()
 
     def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
-        """commitSync: the given offsets, or the positions of every assigned partition."""
-        offsets = offsets if offsets is not None else {tp: o for tp, o in self._positions.items()
-                                                       if tp in self._assignment}
+        """commitSync: the given offsets, or the positions of every assigned partition.
+
+        Raises ``ILLEGAL_GENERATION`` / ``UNKNOWN_MEMBER_ID`` when a rebalance took the
+        partitions away (the next owner resumes from the last successful commit).
+        """
+        offsets = ({_tp(tp): o for tp, o in offsets.items()} if offsets is not None
+                   else {tp: o for tp, o in self._positions.items() if tp in self._assignment})
         if offsets:
             self._commit(offsets)
 
     def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
                      callback: Callable[[Mapping, KafkaError | None], None] | None = None) -> Future:
         """commitAsync: returns a future; ``callback(offsets, error)`` runs when it completes."""
-        snapshot = dict(offsets) if offsets is not None else {tp: o for tp, o in self._positions.items()
-                                                              if tp in self._assignment}
+        snapshot = ({_tp(tp): o for tp, o in offsets.items()} if offsets is not None
+                    else {tp: o for tp, o in self._positions.items() if tp in self._assignment})
         fut: Future = Future()
 
         def run() -> None:
+            err = None
             try:
                 if snapshot:
                     self._commit(snapshot)
-                fut.set_result(snapshot)
-                err = None
             except KafkaError as e:
-                fut.set_exception(e)
                 err = e
             if callback is not None:
                 callback(snapshot, err)
+            fut.set_exception(err) if err is not None else fut.set_result(snapshot)
 
-        threading.Thread(target=run, daemon=True).start()
+        threading.Thread(target=run, daemon=True, name=f"lakelog-commit-{self.client_id}").start()
         return fut
 
     def _maybe_auto_commit(self) -> None:
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s:
+            self._last_commit = time.monotonic()
             try:
                 self.commit()
-            except (IllegalGeneration, UnknownMemberId, RebalanceInProgress):
+            except (IllegalGeneration, UnknownMemberId, RebalanceInProgress) as e:
+                log.info("auto-commit for group %s refused (%s); rejoining", self.group_id, e)
                 self._needs_join.set()
+            except KafkaError as e:
+                log.warning("auto-commit for group %s failed: %s", self.group_id, e)
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit (if auto-commit is on), leave the group and release resources."""
+        """Commit (if auto-commit is on), leave the group (dynamic members) and release resources."""
         if self._closed:
             return
         self._closed = True
         try:
-            if autocommit and self.enable_auto_commit and self._assignment:
+            if autocommit and self.enable_auto_commit and self._assignment and not self._lost:
                 try:
                     self.commit()
-                except KafkaError:
-                    pass
+                except KafkaError as e:
+                    log.warning("final auto-commit for group %s failed: %s", self.group_id, e)
         finally:
             self._leave()
-            if self._hb_thread is not None:
-                self._hb_thread.join(timeout=5)
             if self._http is not None:
                 self._http.close()
 

@@ -243,6 +243,12 @@ class Producer:
         return ready, wake
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as e:  # a bug must not leave futures hanging forever
+            self._fail_everything(KafkaError(f"the producer's sender thread failed: {type(e).__name__}: {e}"))
+
+    def _loop(self) -> None:
         while True:
             with self._cv:
                 while True:
@@ -272,9 +278,10 @@ class Producer:
         out = []
         for b in ready:
             tp = (b.topic, b.partition)
-            if tp in self._in_flight:
+            queue = self._queues[tp]
+            if tp in self._in_flight or not queue or queue[0] is not b:  # failed or re-queued meanwhile
                 continue
-            self._queues[tp].popleft()
+            queue.popleft()
             self._in_flight.add(tp)
             b.closed = True
             if self.idempotent and (b.base_sequence is None or b.producer_id != self._producer_id):

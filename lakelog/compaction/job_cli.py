@@ -112,12 +112,15 @@ def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
         if job == "compaction":
             from lakelog.compaction.compaction_job import run_compaction
 
-            return run_compaction(spark, root, args.topics, dry_run=args.dry_run,
-                                  min_dirty_ratio=-1.0 if args.force else args.min_dirty_ratio)
-        from lakelog.compaction.merge_job import run_merge
+            report = run_compaction(spark, root, args.topics, dry_run=args.dry_run,
+                                    min_dirty_ratio=-1.0 if args.force else args.min_dirty_ratio)
+        else:
+            from lakelog.compaction.merge_job import run_merge
 
-        return run_merge(spark, root, args.topics, dry_run=args.dry_run, segment_bytes=args.segment_bytes,
-                         segment_ms=args.segment_ms)
+            report = run_merge(spark, root, args.topics, dry_run=args.dry_run, segment_bytes=args.segment_bytes,
+                               segment_ms=args.segment_ms)
+        report.spark_master = spark.sparkContext.master if spark is not None else None
+        return report
     finally:
         if spark is not None and stop_session:
             spark.stop()

@@ -54,6 +54,7 @@ class JobReport:
     topics: list[TopicReport] = field(default_factory=list)
     duration_s: float = 0.0
     error: str | None = None
+    spark_master: str | None = None  # where the Spark work ran (None: driver only)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +72,8 @@ class JobReport:
     def format_text(self) -> str:
         head = f"{self.job}{' (dry run)' if self.dry_run else ''} on {self.root}: "
         lines = [head + (f"FAILED: {self.error}" if self.error else
-                         f"{len(self.topics)} topic(s) in {self.duration_s:.2f} s")]
+                         f"{len(self.topics)} topic(s) in {self.duration_s:.2f} s"
+                         + (f" on Spark master {self.spark_master}" if self.spark_master else ""))]
         for t in self.topics:
             lines.append(
                 f"  {t.topic}: partitions examined {t.partitions_examined}, changed {t.partitions_changed}; "

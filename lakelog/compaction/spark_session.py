@@ -45,10 +45,13 @@ def read_properties(path: Path) -> dict[str, str]:
 def build_session(app_name: str, *, master: str | None = None, conf: dict[str, str] | None = None):
     """Get or create the job's SparkSession (``master`` and ``conf`` override the files)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    spark_conf = SparkConf()  # holds what spark-submit passed (spark.* system properties)
+    # Join spark-submit's JVM (or launch one) first, so SparkConf sees what spark-submit was given
+    # (--master, --conf, --properties-file arrive as JVM system properties).
+    SparkContext._ensure_initialized()
+    spark_conf = SparkConf()
     path = defaults_file()
     settings = read_properties(path) if path is not None and path.is_file() else {}
     settings.update(conf or {})

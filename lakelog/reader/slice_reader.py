@@ -30,7 +30,7 @@ from lakelog.storage import StorageRoot
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 64 * 1024
+BATCH_ROWS = 16 * 1024  # measured: smaller batches cost the JVM's Arrow-to-row conversion less
 
 HEADERS_ARROW_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
                                                               pa.field("value", pa.binary())])))

@@ -112,3 +112,18 @@ def test_cli_produce_bootstrap(front, http):
     missing = subprocess.run([sys.executable, "-m", "lakelog.cli", "produce", "no-such-topic", "--bootstrap",
                               front.url], input="x\n", capture_output=True, text=True, cwd=str(REPO), timeout=120)
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+
+def test_docs_http_example_runs(front):
+    """The Python example of docs/http.md runs as written against a front (only the URL differs)."""
+    import re
+
+    text = (REPO / "docs" / "http.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert blocks, "docs/http.md lost its Python example"
+    namespace: dict = {"print": lambda *a: printed.append(a)}
+    printed: list = []
+    for code in blocks:
+        exec(compile(code.replace("http://127.0.0.1:8080", front.url), "docs/http.md", "exec"), namespace)
+    (offsets,) = printed[-1]
+    assert offsets[0]["topic"] == "orders" and offsets[0]["lag"] == 0 and offsets[0]["metadata"]

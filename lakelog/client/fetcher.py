@@ -1,0 +1,143 @@
+"""The consumer's read-ahead: records of assigned partitions straight from the segment files.
+
+Like Kafka's ``Fetcher``, it reads more than one poll hands out and keeps the
+rest in a per-partition buffer, so a poll of ``max_records`` costs a slice,
+not a file read: each fetch reads whole Parquet row groups from the consumer's
+position on until ``max_partition_fetch_bytes`` (compressed file bytes, at
+least one row group) or the high watermark.  A consumer reading a partition
+front to back therefore reads every row group once, as a plain scan would.
+
+A buffer is valid for one position: a seek (a position the buffer does not
+expect) drops it.  Only committed data is read -- the high watermark of the
+topic's latest snapshot bounds every fetch -- and a position outside
+[log start offset, high watermark] raises ``OFFSET_OUT_OF_RANGE``.
+
+Not thread-safe: owned by one :class:`~lakelog.client.consumer.Consumer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.assignors import TopicPartition
+from lakelog.errors import OffsetOutOfRange
+from lakelog.reader.log_reader import check_partition
+from lakelog.reader.segment_reader import row_group_ranges
+from lakelog.record_schema import FILE_SCHEMA
+
+if TYPE_CHECKING:
+    from lakelog.log import Log
+    from lakelog.topic_snapshot import TopicSnapshot
+
+DEFAULT_MAX_PARTITION_FETCH_BYTES = 1 << 20  # Kafka's max.partition.fetch.bytes
+_READ_RETRIES = 3  # a segment may be compacted away between the snapshot and the read
+
+
+@dataclass
+class _Buffer:
+    table: pa.Table    # records with offset >= the position the fetch started at, in offset order
+    index: int         # the next row to hand out
+    position: int      # the consumer position that row stands for
+    end: int           # the position once the buffer is drained (covers gaps left by compaction)
+
+
+class Fetcher:
+    """Per-partition read-ahead buffers over one :class:`~lakelog.log.Log`."""
+
+    def __init__(self, log: "Log", *, max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES) -> None:
+        self.log = log
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._buffers: dict[TopicPartition, _Buffer] = {}
+
+    def drop(self, tp: TopicPartition) -> None:
+        self._buffers.pop(tp, None)
+
+    def retain(self, partitions: set[TopicPartition]) -> None:
+        """Drop the buffers of partitions not in ``partitions`` (revoked or unassigned)."""
+        for tp in [tp for tp in self._buffers if tp not in partitions]:
+            del self._buffers[tp]
+
+    def buffered(self, tp: TopicPartition) -> int:
+        """Records buffered for ``tp`` (read but not handed out)."""
+        buf = self._buffers.get(tp)
+        return buf.table.num_rows - buf.index if buf else 0
+
+    def take(self, tp: TopicPartition, position: int, max_records: int) -> tuple[pa.Table | None, int]:
+        """Up to ``max_records`` records of ``tp`` from ``position``, and the position after them.
+
+        ``(None, position')`` when nothing is there yet; ``position'`` may move past a
+        compacted gap.  Raises ``OFFSET_OUT_OF_RANGE`` (nothing buffered) for a position
+        outside the partition's range.
+        """
+        buf = self._buffers.get(tp)
+        if buf is None or buf.position != position:
+            buf = self._fetch(tp, position)
+            if buf is None:
+                return None, position
+            if buf.index >= buf.table.num_rows:  # only a gap up to the covered end
+                return None, buf.end
+            self._buffers[tp] = buf
+        n = min(max_records, buf.table.num_rows - buf.index)
+        out = buf.table.slice(buf.index, n)
+        buf.index += n
+        if buf.index >= buf.table.num_rows:
+            del self._buffers[tp]
+            return out, buf.end
+        buf.position = out.column("offset")[n - 1].as_py() + 1
+        return out, buf.position
+
+    def _fetch(self, tp: TopicPartition, position: int) -> _Buffer | None:
+        snap = self.log.snapshot(tp.topic)
+        for attempt in range(_READ_RETRIES):
+            try:
+                return self._read(snap, tp.partition, position)
+            except FileNotFoundError:
+                if attempt == _READ_RETRIES - 1:
+                    raise
+                snap = self.log.snapshot(tp.topic)  # compaction/retention replaced the segment: re-plan
+        return None
+
+    def _read(self, snap: "TopicSnapshot", partition: int, position: int) -> _Buffer | None:
+        check_partition(snap, partition)
+        hw, lso = snap.high_watermark(partition), snap.log_start_offset(partition)
+        if position < lso or position > hw:
+            raise OffsetOutOfRange(f"offset {position} of topic {snap.topic} partition {partition} is out of range "
+                                   f"[log start offset {lso}, high watermark {hw}]")
+        if position == hw:
+            return None
+        root = self.log.root
+        tables: list[pa.Table] = []
+        size, end, full = 0, hw, False
+        for seg in snap.index.segments_from(partition, position):
+            if seg.base_offset >= hw:
+                break
+            if size >= self.max_partition_fetch_bytes:
+                end = seg.base_offset  # the next fetch starts with this segment
+                break
+            with root.filesystem.open_input_file(root.path_for("topics", snap.topic, seg.path)) as f:
+                pf = pq.ParquetFile(f)
+                groups = []
+                for rg, lo, hi in row_group_ranges(pf):
+                    if hi < position or lo >= hw:
+                        continue
+                    if size >= self.max_partition_fetch_bytes and lo > position:
+                        end, full = lo, True  # the next fetch starts with this row group
+                        break
+                    groups.append(rg)
+                    size += pf.metadata.row_group(rg).total_byte_size
+                if groups:
+                    tables.append(pf.read_row_groups(groups, columns=FILE_SCHEMA.names))
+            if full:
+                break
+        if not tables:
+            return _Buffer(FILE_SCHEMA.empty_table(), 0, position, end)
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        offsets = table.column("offset")
+        if pc.min(offsets).as_py() < position or pc.max(offsets).as_py() >= hw:
+            table = table.filter(pc.and_(pc.greater_equal(offsets, position), pc.less(offsets, hw)))
+        return _Buffer(table, 0, position, end)

@@ -1,0 +1,264 @@
+"""Consumer groups end to end: member processes against a real front, killed, restarted, rebalanced.
+
+Every child (``consumer_proc.py``) logs each processed batch as (member, generation,
+partition, offsets) before committing it.  From those logs the tests check Kafka's
+guarantees: within a generation no partition is consumed by two members; a member
+killed with SIGKILL loses its partitions to the others after its session timeout;
+with at-least-once (process, then commit) every produced offset is consumed at
+least once across the rebalances; a static member restarted within its session
+timeout gets its partitions back without a rebalance (same generation).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from front_process import new_topic
+from group_support import (ConsumerProcess, ProducerThread, describe, high_watermarks, missing_offsets, owners,
+                           overlaps_within_generation, consumed_ranges, stable_with, wait_until)
+from lakelog.client import Consumer, TopicPartition
+
+PARTITIONS = 6
+SESSION_MS = 2000
+
+
+def test_processes_share_partitions_survive_a_kill_and_lose_nothing(group_front, http, tmp_path):
+    topic = new_topic(http, PARTITIONS)
+    group = f"procs-{topic}"
+    producer = ProducerThread(group_front.root, topic, PARTITIONS)
+    producer.start()
+    common = dict(bootstrap=group_front.url, group=group, topics=[topic], session_timeout_ms=SESSION_MS)
+    procs = [ConsumerProcess(tmp_path, f"c{i}", **common) for i in range(3)]
+    try:
+        for p in procs:
+            p.wait_ready()
+        three = wait_until(lambda: stable_with(http, group, 3, PARTITIONS), what="3 members owning 6 partitions")
+        victim = procs[1]
+        victim_id = victim.events("ready")[0]["m"]
+        victim_partitions = {tp for tp, m in owners(three).items() if m == victim_id}
+        assert victim_partitions, f"the victim owns nothing in {three}"
+
+        killed_at = time.monotonic()
+        victim.kill()
+        two = wait_until(lambda: stable_with(http, group, 2, PARTITIONS), what="the survivors to take over")
+        took = time.monotonic() - killed_at
+        assert victim_id not in {m["member_id"] for m in two["members"]}
+        assert two["generation"] > three["generation"]
+        assert set(owners(two)) == set(owners(three))  # every partition, the victim's too, has a live owner
+        assert took >= SESSION_MS / 1000 * 0.5, f"reassigned after {took:.2f}s, before the session could expire"
+
+        procs.append(ConsumerProcess(tmp_path, "c3", **common))  # a join rebalances again
+        procs[-1].wait_ready()
+        wait_until(lambda: stable_with(http, group, 3, PARTITIONS), what="the newcomer to get partitions")
+        time.sleep(1.0)  # a little more traffic under the new assignment
+    finally:
+        producer.stop()
+    try:
+        hws = high_watermarks(http, topic)
+        assert sum(hws.values()) == producer.appended > 0
+        wait_until(lambda: not missing_offsets(consumed_ranges(procs), topic, hws),
+                   what="the group to consume every produced offset")
+        for p in procs:
+            if p is not victim:
+                assert p.stop() == 0, p.stderr_text()
+        batches = consumed_ranges(procs)
+        assert all(b["n"] == b["o"][1] - b["o"][0] + 1 for b in batches), "a batch skipped offsets"
+        assert overlaps_within_generation(batches) == {}
+        assert missing_offsets(batches, topic, hws) == {}
+        generations = {b["g"] for b in batches}
+        assert len(generations) >= 3, generations  # three members, two after the kill, three after the join
+        # the victim's partitions were consumed by someone else after the kill
+        after = {(b["t"], b["p"]) for b in batches if b["g"] > three["generation"] and b["m"] != victim_id}
+        assert victim_partitions <= after
+        committed = {(o["topic"], o["partition"]): o["offset"] for o in describe(http, group)["offsets"]}
+        assert committed == {(topic, p): hw for p, hw in hws.items()}  # everything processed was committed
+    finally:
+        for p in procs:
+            p.close()
+
+
+def test_static_member_restarted_within_its_session_keeps_its_partitions(group_front, http, tmp_path):
+    topic = new_topic(http, 4)
+    group = f"static-{topic}"
+    common = dict(bootstrap=group_front.url, group=group, topics=[topic], session_timeout_ms=30_000,
+                  heartbeat_interval_ms=500)
+    a = ConsumerProcess(tmp_path, "a1", instance_id="a", **common)
+    b = ConsumerProcess(tmp_path, "b1", instance_id="b", **common)
+    procs = [a, b]
+    try:
+        a.wait_ready()
+        b.wait_ready()
+        before = wait_until(lambda: stable_with(http, group, 2, 4), what="two static members")
+        by_instance = {m["group_instance_id"]: {(x["topic"], x["partition"]) for x in m["assignment"]}
+                       for m in before["members"]}
+        b_events = len(b.entries())
+        a.kill()
+        a2 = ConsumerProcess(tmp_path, "a2", instance_id="a", **common)
+        procs.append(a2)
+        a2.wait_ready()
+        after = wait_until(lambda: stable_with(http, group, 2, 4), what="the static member back")
+        assert after["generation"] == before["generation"]  # no rebalance
+        assert {m["group_instance_id"]: {(x["topic"], x["partition"]) for x in m["assignment"]}
+                for m in after["members"]} == by_instance
+        new_id = a2.events("ready")[0]["m"]
+        assert new_id != a.events("ready")[0]["m"] and new_id in {m["member_id"] for m in after["members"]}
+        assert a2.events("ready")[0]["g"] == before["generation"]
+        assert [tuple(tp) for e in a2.events("assign") for tp in e["tps"]] == sorted(by_instance["a"])
+        time.sleep(1.0)  # b's heartbeats (500 ms) would have seen a rebalance by now
+        assert not [e for e in b.entries()[b_events:] if "event" in e]  # b never noticed: no revoke, no assign
+        assert {e["g"] for e in b.entries()[b_events:] if "o" in e} <= {before["generation"]}
+    finally:
+        for p in procs:
+            p.close()
+
+
+class Polling(threading.Thread):
+    """One in-process consumer polling in its own thread (a Consumer is not thread-safe: only this thread uses it)."""
+
+    def __init__(self, consumer: Consumer, topics: list[str], name: str, events: list) -> None:
+        super().__init__(daemon=True, name=name)
+        self.consumer, self.topics, self.events = consumer, topics, events
+        self.halt = threading.Event()
+        self.records = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.consumer.subscribe(self.topics, on_assign=lambda tps: self.events.append((self.name, "assign", tps)),
+                                    on_revoke=lambda tps: self.events.append((self.name, "revoke", tps)))
+            while not self.halt.is_set():
+                for records in self.consumer.poll(timeout_ms=100).values():
+                    self.records += len(records)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=60)
+        assert self.error is None, repr(self.error)
+
+
+def _consumer(front, group: str, strategy: str, **kwargs) -> Consumer:
+    return Consumer(front.url, group_id=group, partition_assignment_strategy=strategy, auto_offset_reset="earliest",
+                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200, max_poll_interval_ms=20_000, **kwargs)
+
+
+def _join_second_member(front, http, strategy: str) -> tuple[list, set, set]:
+    topic = new_topic(http, PARTITIONS)
+    group = f"{strategy}-{topic}"
+    events: list = []
+    first = Polling(_consumer(front, group, strategy), [topic], "first", events)
+    first.start()
+    second = None
+    try:
+        wait_until(lambda: stable_with(http, group, 1, PARTITIONS), what="the first member")
+        second = Polling(_consumer(front, group, strategy), [topic], "second", events)
+        second.start()
+        d = wait_until(lambda: stable_with(http, group, 2, PARTITIONS), what="two members")
+        wait_until(lambda: any(e[0] == "second" and e[1] == "assign" for e in events), what="the second's assignment")
+        by_member = {}
+        for tp, m in owners(d).items():
+            by_member.setdefault(m, set()).add(TopicPartition(*tp))
+        assert sorted(len(v) for v in by_member.values()) == [3, 3]
+        time.sleep(0.5)  # any late callback would land now
+        seen = list(events)  # before the members close (closing revokes again)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    all_tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    second_got = {tp for name, kind, tps in seen if name == "second" and kind == "assign" for tp in tps}
+    return seen, all_tps, second_got
+
+
+def test_cooperative_join_revokes_only_what_moves(group_front, http):
+    events, all_tps, second_got = _join_second_member(group_front, http, "cooperative-sticky")
+    first = [(kind, set(tps)) for name, kind, tps in events if name == "first"]
+    # assigned everything, then gave up exactly what the second member got -- and was never re-assigned
+    # the partitions it kept (cooperative callbacks see only changes)
+    assert first == [("assign", all_tps), ("revoke", second_got)] and len(second_got) == 3
+    assert [(kind, set(tps)) for name, kind, tps in events if name == "second"] == [("assign", second_got)]
+
+
+def test_eager_join_revokes_everything(group_front, http):
+    events, all_tps, second_got = _join_second_member(group_front, http, "range")
+    first = [(kind, set(tps)) for name, kind, tps in events if name == "first"]
+    # eager: everything goes back before the rejoin, then the first member's half is assigned again
+    assert first == [("assign", all_tps), ("revoke", all_tps), ("assign", all_tps - second_got)]
+    assert len(second_got) == 3
+
+
+def test_front_restart_members_recover_and_offsets_survive(start_group_front):
+    front = start_group_front()
+    with front.client() as http:
+        topic = new_topic(http, 4)
+    group = f"restart-{topic}"
+    from lakelog import Log
+
+    log = Log(front.root)
+    for p in range(4):
+        log.append(topic, [{"value": f"before-{p}-{i}".encode()} for i in range(25)], partition=p)
+    events: list = []
+    members = [Polling(Consumer(front.url, group_id=group, auto_offset_reset="earliest", session_timeout_ms=10_000,
+                                heartbeat_interval_ms=200, auto_commit_interval_ms=200, max_poll_interval_ms=30_000),
+                       [topic], f"m{i}", events) for i in range(2)]
+    for m in members:
+        m.start()
+    try:
+        with front.client() as http:
+            def all_committed(target: int):
+                d = stable_with(http, group, 2, 4)
+                return d if d and sum(o["offset"] for o in d["offsets"]) == target else None
+
+            before = wait_until(lambda: all_committed(100), what="the first 100 records committed")
+        front.restart(crash=True)  # SIGKILL: the coordinator's state comes back from __consumer_offsets
+        with front.client() as http:
+            restored = describe(http, group)
+            assert restored["generation"] == before["generation"] and restored["state"] == "Stable"
+            assert owners(restored) == owners(before)
+            assert {(o["topic"], o["partition"]): o["offset"] for o in restored["offsets"]} == \
+                {(o["topic"], o["partition"]): o["offset"] for o in before["offsets"]}
+            for p in range(4):
+                log.append(topic, [{"value": f"after-{p}-{i}".encode()} for i in range(10)], partition=p)
+            after = wait_until(lambda: all_committed(140), what="the members to resume and commit")
+        # the members kept their identity and partitions: heartbeats resumed, nothing was rebalanced
+        assert owners(after) == owners(before) and after["generation"] == before["generation"]
+        assert sum(m.records for m in members) >= 140
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_restored_group_hands_out_partitions_withheld_at_the_crash():
+    """Saved between a cooperative round and its follow-up, a restarted coordinator finishes the handover."""
+    from lakelog.group_coordinator import GroupCoordinator
+
+    saved = {"g": {"group_id": "g", "state": "Stable", "generation": 3, "protocol": "cooperative-sticky",
+                   "leader": "a", "partition_counts": {"t": 4},
+                   "members": [{"member_id": m, "group_instance_id": None, "client_id": "c", "topics": ["t"],
+                                "protocols": ["cooperative-sticky"], "session_timeout_ms": 10_000,
+                                "rebalance_timeout_ms": 10_000, "assignment": tps}
+                               for m, tps in (("a", [["t", 0], ["t", 1]]), ("b", []))]}}
+
+    class Store:
+        def load_groups(self):
+            return saved
+
+        def save_group(self, group_id, metadata):
+            saved[group_id] = metadata
+
+    coord = GroupCoordinator(partition_counts=lambda topics: {t: 4 for t in topics}, store=Store())
+    assert coord.describe("g").state == "PreparingRebalance"
+    done: dict = {}
+    threads = [threading.Thread(target=lambda m=m: done.__setitem__(m, coord.join(
+        "g", topics=["t"], protocols=["cooperative-sticky"], member_id=m, session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000, timeout_s=30))) for m in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(tp for r in done.values() for tp in r.assignment) == [TopicPartition("t", p) for p in range(4)]
+    assert {len(r.assignment) for r in done.values()} == {2} and done["a"].generation == 4
