@@ -192,6 +192,147 @@ def http_front(demo: Demo) -> None:
         print("  (front stopped)", flush=True)
 
 
+def _spark(demo: Demo):
+    """The demo's local[2] SparkSession (conf/spark-defaults.conf; workers run this interpreter)."""
+    os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[2]").appName("lakelog-demo").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_batch(demo: Demo) -> None:
+    demo.python(f"""
+        # no registration: PySpark finds the installed pyspark_lakelog module
+        df = (spark.read.format("lakelog").option("subscribe", "{TOPIC}")
+              .option("startingOffsets", "earliest").load("{demo.root}"))
+        df.printSchema()
+        (df.selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value",
+                       "timestamp")
+           .orderBy("partition", "offset").show(truncate=False))
+    """, {"spark": _spark(demo)})
+
+
+def spark_stream(demo: Demo) -> None:
+    checkpoint = demo.root / "spark-checkpoints" / "demo-stream"
+    demo.python(f"""
+        query = (spark.readStream.format("lakelog").option("subscribe", "{TOPIC}")
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 6)
+                 .option("groupId", "demo-spark").load("{demo.root}")
+                 .writeStream.trigger(availableNow=True).option("checkpointLocation", "{checkpoint}")
+                 .foreachBatch(lambda df, batch_id: print(f"micro-batch {{batch_id}}: {{df.count()}} records"))
+                 .start())
+        query.awaitTermination()
+        print("drained to the high watermark; offsets committed to group demo-spark")
+    """, {"spark": _spark(demo)})
+    demo.shell("lakelog groups describe demo-spark")
+
+
+def consumer_group(demo: Demo) -> None:
+    import socket
+    import tempfile
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    command = f"lakelog serve --port {port}"
+    print(f"$ {command} &", flush=True)
+    output = tempfile.TemporaryFile(mode="w+")
+    front = subprocess.Popen(command, shell=True, env=demo.env, cwd=demo.root.parent, text=True,
+                             stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if front.poll() is not None or time.monotonic() > deadline:
+                output.seek(0)
+                raise SystemExit(f"demo step failed: the front did not start:\n{output.read()}")
+            time.sleep(0.1)
+        ns = demo.python(f"""
+            import threading, time
+            from lakelog.client import Consumer
+
+            stop, joined = threading.Event(), []
+
+            def member(name):  # each consumer reads the segment files itself; the front only coordinates
+                with Consumer("{url}", group_id="dashboard", client_id=name, auto_offset_reset="earliest",
+                              heartbeat_interval_ms=300, auto_commit_interval_ms=200) as consumer:
+                    consumer.subscribe(["{TOPIC}"],
+                                       on_assign=lambda tps: print(name, "assigned", [tp.partition for tp in tps]),
+                                       on_revoke=lambda tps: print(name, "revoked", [tp.partition for tp in tps]))
+                    while not stop.is_set():
+                        for tp, records in consumer.poll(timeout_ms=200).items():
+                            print(name, "read", len(records), "records of partition", tp.partition)
+                        if consumer.assignment() and name not in joined:
+                            joined.append(name)
+
+            threads = [threading.Thread(target=member, args=(name,)) for name in ("alice", "bob")]
+            threads[0].start()
+            while "alice" not in joined:
+                time.sleep(0.05)
+            threads[1].start()  # a second member joins: the coordinator rebalances (range: eager)
+            while len(joined) < 2:
+                time.sleep(0.05)
+            time.sleep(1.0)  # let both settle and auto-commit
+        """)
+        demo.shell(f"lakelog groups describe dashboard --bootstrap {url}   # the coordinator's live view")
+        demo.python("""
+            stop.set()
+            for t in threads:
+                t.join()  # close(): commit, then leave the group
+        """, ns)
+        demo.shell("lakelog groups describe dashboard   # from the root: no members left, lag 0")
+        demo.shell(f"lakelog groups reset-offsets dashboard --topic {TOPIC} --to-earliest   # a dry run")
+    finally:
+        import signal
+
+        os.killpg(front.pid, signal.SIGTERM)
+        front.wait(timeout=60)
+        output.close()
+        print("  (front stopped)", flush=True)
+
+
+def maintenance(demo: Demo) -> None:
+    """Key compaction as a spark-submit job, after the scheduler says it is due (docs/maintenance.md)."""
+    demo.python("""
+        log.create_topic("customers", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+        for version in ("v1", "v2", "v3"):
+            log.append("customers", [{"key": "alice", "value": f"alice-{version}"},
+                                     {"key": "bob", "value": f"bob-{version}"}])
+        log.append("customers", [{"key": "bob", "value": None}])  # a tombstone: bob is deleted
+        log.append("customers", [{"key": "carol", "value": "carol-v1"}])  # the newest segment is never cleaned
+        for r in log.read("customers", 0).to_pylist():
+            print(r["offset"], r["key"], r["value"])
+    """)
+    demo.shell("lakelog maintain --once --dry-run --topic customers")
+    from lakelog.maintenance import job_environment, spark_submit_path
+
+    command = f"spark-submit jobs/compact.py --root ./{demo.root.name} --topic customers"
+    print(f"$ {command}", flush=True)
+    env = {**job_environment(), **demo.env}
+    if shutil.which("spark-submit", path=env["PATH"]) is None:  # the venv's, when lakelog is not installed
+        env["PATH"] = str(Path(spark_submit_path()).parent) + os.pathsep + env["PATH"]
+    proc = subprocess.run(command, shell=True, env=env, cwd=demo.root.parent, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)  # a JVM starts: be patient
+    print(textwrap.indent(proc.stdout.rstrip("\n"), "  "), flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"demo step failed: {command!r} exited with {proc.returncode}:\n{proc.stderr[-2000:]}")
+    demo.python("""
+        # the latest value per key survives at its original offset; bob's tombstone stays for delete.retention.ms
+        for r in log.read("customers", 0).to_pylist():
+            print(r["offset"], r["key"], r["value"])
+    """)
+
+
 STEPS: list[Step] = [
     Step("Start from an empty root", fresh_root),
     Step("Create a topic with 3 partitions (a Delta table)", create_topic),
@@ -204,6 +345,11 @@ STEPS: list[Step] = [
     Step("Offsets: earliest, latest and by timestamp", offsets),
     Step("Dump the segments (and records) of partition 0", dump_log),
     Step("Produce and commit offsets over HTTP (lakelog serve + lakelog.client)", http_front),
+    Step("A consumer group: two Consumers share the topic; lakelog groups describe / reset-offsets",
+         consumer_group),
+    Step("Read the topic with Spark: spark.read.format(\"lakelog\")", spark_batch),
+    Step("Stream it with Trigger.AvailableNow, committing offsets to a consumer group", spark_stream),
+    Step("Maintenance: key compaction with spark-submit (lakelog maintain schedules it)", maintenance),
 ]
 
 

@@ -25,8 +25,11 @@ rejoin are removed), then bumps the generation and hands out assignments.
 
 Offset commits are validated against membership (:meth:`validate_commit`):
 unknown members, stale generations and partitions not owned in the current
-generation are refused.  Group metadata is saved through an optional
-:class:`GroupStore` after every completed rebalance and restored on start.
+generation are refused, and so are commits of a member that already rejoined
+a pending rebalance (``REBALANCE_IN_PROGRESS``; before rejoining, a member may
+still commit what it owns, as Kafka accepts commits in PreparingRebalance).
+Group metadata is saved through an optional :class:`GroupStore` after every
+completed rebalance and restored on start.
 
 Thread-safe: one lock and condition guard all groups; :meth:`join` blocks
 (use it from a worker thread, never on an event loop).  Time comes from an
@@ -425,6 +428,11 @@ class GroupCoordinator:
             if generation != g.generation:
                 raise IllegalGeneration(f"commit from member {member_id} of group {group_id} at generation "
                                         f"{generation}; the group is at {g.generation}")
+            if g.state == PREPARING_REBALANCE and m.rejoined:
+                # Kafka's CompletingRebalance case: the member already rejoined and awaits its new assignment;
+                # members that have not rejoined yet may still commit what they own (before revoking it)
+                raise RebalanceInProgress(f"member {member_id} of group {group_id} has rejoined the rebalance "
+                                          f"of generation {g.generation}; commit after it completes")
             owned = set(m.assignment)
             foreign = sorted(tp for tp in partitions if tp not in owned)
             if foreign:

@@ -125,20 +125,20 @@ class SegmentIndex:
         seg = self._by_path.pop(path, None)
         if seg is None:
             return
-        part = self._parts[seg.partition]
-        part.segments = [s for s in part.segments if s.path != path]
+        # dropped lazily by _part: removing k segments costs one O(n) pass, not k of them
         self._dirty.add(seg.partition)
 
     def _part(self, partition: int) -> _PartitionSegments | None:
         part = self._parts.get(partition)
         if part is not None and partition in self._dirty:
+            part.segments = [s for s in part.segments if self._by_path.get(s.path) is s]
             part.rebuild()
             self._dirty.discard(partition)
         return part
 
     # -- lookups --------------------------------------------------------------------
     def partitions(self) -> list[int]:
-        return sorted(p for p, part in self._parts.items() if part.segments)
+        return sorted(p for p in self._parts if (part := self._part(p)) is not None and part.segments)
 
     def segments(self, partition: int) -> list[Segment]:
         part = self._part(partition)

@@ -1,4 +1,5 @@
-"""The benchmark harness runs end to end (quick mode, tiny sizes), so bench code cannot rot.
+"""The benchmark harness and the storage benchmarks (append, seek) run end to end in quick mode with
+tiny sizes, so bench code cannot rot.  Other benchmarks bring their own smoke tests.
 
 Numbers are not asserted against goals here: performance is judged by ``make bench``.
 """
@@ -18,7 +19,7 @@ def test_quick_run_produces_numbers_and_sections(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# notes kept\n\nhand-written findings\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--scale", "0.2", "--output", str(out),
+        [sys.executable, "-m", "bench.run", "append", "seek", "--quick", "--scale", "0.2", "--output", str(out),
          "--workdir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -9,6 +9,7 @@ Commands (one module of this package per group, see :data:`COMMANDS`)::
     consume TOPIC                                kafka-console-consumer
     get-offsets TOPIC                            kafka-get-offsets
     dump-log TOPIC                               kafka-dump-log
+    groups list|describe|delete|reset-offsets    kafka-consumer-groups
     serve                                        the HTTP front (FastAPI)
 
 A command module exposes ``register(subparsers)``, which adds its parser(s)
@@ -31,7 +32,7 @@ import sys
 from lakelog.cli.global_options import add_global_options
 
 #: Command modules under ``lakelog.cli``, in ``--help`` order.
-COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "serve", "maintain")
+COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "groups", "serve", "maintain")
 
 
 def build_parser() -> argparse.ArgumentParser:

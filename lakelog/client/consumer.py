@@ -62,7 +62,7 @@ from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidRequest,
 
 OFFSET_RESETS = ("earliest", "latest", "none")
 _REJOINS_PER_POLL = 4  # a cooperative rebalance takes two rounds; a few more absorb races
-_RETRY_BACKOFF_S = 0.1
+_POLL_INTERVAL_S = 0.05  # how often an empty poll looks again (and retries an unreachable front)
 log = logging.getLogger(__name__)
 
 Callback = Callable[[list[TopicPartition]], None]
@@ -269,9 +269,10 @@ class Consumer:
         body = {"topics": list(self._topics), "protocols": list(self.strategies), "client_id": self.client_id,
                 "session_timeout_ms": self.session_timeout_ms, "rebalance_timeout_ms": self.rebalance_timeout_ms,
                 "member_id": self._member_id, "group_instance_id": self.group_instance_id}
-        self._joining = True
+        self._joining = True  # until the new generation is recorded: a heartbeat in between would be stale
         try:
             joined = self._http.json("POST", f"{self._group_path}/members", json=body)
+            self._member_id, self._generation = joined["member_id"], joined["generation"]
         except UnknownMemberId:
             self._member_id = None
             self._lose_all()
@@ -286,7 +287,6 @@ class Consumer:
             raise
         finally:
             self._joining = False
-        self._member_id, self._generation = joined["member_id"], joined["generation"]
         self._lost = False
         new = {TopicPartition(a["topic"], a["partition"]) for a in joined["assignment"]}
         lost, added = sorted(old - new), sorted(new - old)
@@ -355,10 +355,10 @@ class Consumer:
                                json={"generation": generation, "group_instance_id": self.group_instance_id},
                                timeout=max(self.heartbeat_interval_s * 3, 5))
         except RebalanceInProgress:
-            if self._generation == generation:  # not an answer that a join meanwhile made stale
+            if not self._joining and self._generation == generation:  # not made stale by a join meanwhile
                 self._needs_join.set()
         except (IllegalGeneration, UnknownMemberId) as e:
-            if self._member_id == member and self._generation == generation:
+            if not self._joining and self._member_id == member and self._generation == generation:
                 if isinstance(e, UnknownMemberId):
                     self._member_id = None  # join again as a new member
                 self._lost = True
@@ -400,9 +400,17 @@ class Consumer:
         if not missing:
             return
         committed = self._fetch_committed({tp.topic for tp in missing}) if self.group_id and self._http else {}
+        resets: dict[str, dict[int, int]] = {}  # one offset lookup per topic, not per partition
         for tp in sorted(missing):
             off = committed.get(tp)
-            self._positions[tp] = off.offset if off is not None else self._reset(tp)
+            if off is not None:
+                self._positions[tp] = off.offset
+                continue
+            if self.auto_offset_reset == "none":
+                self._reset(tp)  # raises OFFSET_OUT_OF_RANGE
+            if tp.topic not in resets:
+                resets[tp.topic] = self._log.list_offsets(tp.topic, self.auto_offset_reset)
+            self._positions[tp] = resets[tp.topic][tp.partition]
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record this consumer will return for ``tp``."""
@@ -470,6 +478,8 @@ class Consumer:
         """Like :meth:`poll`, but each partition's records as one Arrow table (``FILE_SCHEMA``; the fast path)."""
         if self._closed:
             raise InvalidRequest("the consumer is closed")
+        if not self._manual and not self._topics and self._pattern is None:
+            raise InvalidRequest("the consumer is not subscribed to any topics or assigned any partitions")
         deadline = time.monotonic() + timeout_ms / 1000
         limit = max_records or self.max_poll_records
         while True:
@@ -480,15 +490,12 @@ class Consumer:
             except KafkaError as e:
                 if not e.retriable:
                     raise
-                log.debug("group %s: %s; retrying", self.group_id, e)  # e.g. the front restarts
-                if time.monotonic() >= deadline:
-                    return {}
-                time.sleep(min(_RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
-                continue
+                # e.g. the front restarts: keep serving the partitions that have a position, retry the rest
+                log.debug("group %s: %s; retrying", self.group_id, e)
             out = self._fetch_round(limit)
             if out or time.monotonic() >= deadline:
                 return out
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
 
     def _fetch_round(self, limit: int) -> dict[TopicPartition, pa.Table]:
         active = sorted(tp for tp in self._assignment if tp not in self._paused and tp in self._positions)

@@ -1,51 +1,55 @@
 """The compaction job: Kafka's log cleaner as a Spark job.
 
 Per topic (``cleanup.policy`` contains ``compact``) the driver plans
-(:mod:`lakelog.compaction.compaction_plan`) and commits; Spark does the rest:
+(:mod:`lakelog.compaction.compaction_plan`) and commits; the executors do the
+reading and writing:
 
-1. **scan** -- every planned segment of the selected partitions is a task
-   (:mod:`lakelog.compaction.segment_scan`): partitions, and the segments of a
-   big partition, are read in parallel on the executors;
-2. **key map** -- ``group by (partition, key)`` the dirty records, ``max(offset)``:
-   Kafka's offset map, built by Spark;
-3. **decide** -- each record of the cleanable range is joined to the map; it
-   survives if it is the latest for its key (``offset >= latest``) or its key
-   has no dirty record, unless it has no key (Kafka's cleaner drops those) or is
-   a tombstone whose ``delete.retention.ms`` ran out since the pass that first
-   cleaned it.  Surviving tombstones reached for the first time are stamped
-   (:mod:`lakelog.compaction.tombstone_horizon`);
-4. **rewrite** -- only segments that lose a record or need a stamp are rewritten,
-   adjacent ones grouped up to ``segment.bytes``; each group is one executor task
-   that reads its files and writes one segment with the original offsets
-   (:mod:`lakelog.compaction.segment_rewrite`);
-5. **commit** -- one Delta commit per topic removes the replaced files, adds the
-   new ones, removes segments wholly below the log start offset and moves each
-   cleaned partition's checkpoint ``lakelog.cleaner.<P>`` to its first
-   uncleanable offset, fenced against other maintenance jobs
+1. **key map** -- Spark scans the dirty records' keys and offsets (one task per
+   slice of segments: partitions, and the segments of big partitions, in
+   parallel; :mod:`lakelog.compaction.segment_scan`), groups by
+   ``(partition, key)`` and takes ``max(offset)``: Kafka's offset map.  It is
+   collected (one row per distinct dirty key, bounded like Kafka's dedupe
+   buffer) and broadcast;
+2. **assess** -- one executor task per slice of the cleanable segments applies
+   the cleaner's rule (:mod:`lakelog.compaction.key_map`) to each segment:
+   how many records survive, how many tombstones need their first stamp;
+3. **rewrite** -- only segments that lose a record or need a stamp are
+   rewritten, adjacent ones grouped up to ``segment.bytes``; each group is read,
+   filtered by the same rule and written as one segment with the original
+   offsets on an executor (:mod:`lakelog.compaction.segment_rewrite`);
+4. **commit** -- one Delta commit per topic removes the replaced files, adds the
+   new ones (``dataChange=false``), removes segments wholly below the log start
+   offset and moves each cleaned partition's checkpoint ``lakelog.cleaner.<P>``
+   to its first uncleanable offset, fenced against other maintenance jobs
    (:mod:`lakelog.compaction.rewrite`).
 
 A pass is incremental: the map comes from the dirty records only, the clean
-section contributes keys and offsets (no values unless it holds tombstones),
-and untouched segments are neither rewritten nor re-committed.
+section is read (keys and offsets; values only where tombstones may be) but
+nothing of it moves unless it loses records, and untouched segments are
+neither rewritten nor re-committed.  No record passes through the driver or
+a shuffle; only the key map and per-segment counts do.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.catalog import Catalog
-from lakelog.compaction.compaction_plan import (CleaningPlan, SegmentOutcome, checkpoint_app, group_rewrites,
-                                                plan_cleaning)
+from lakelog.compaction.compaction_plan import (CleaningPlan, PartitionCleaning, SegmentOutcome, checkpoint_app,
+                                                group_rewrites, plan_cleaning)
 from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.rewrite import commit_rewrite
+from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
-                                               rewrite_group)
-from lakelog.compaction.segment_scan import ScanTask, scan_segments
+                                               assess_segment, rewrite_group)
+from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
 from lakelog.storage import StorageRoot
@@ -106,65 +110,40 @@ def _clean_topic(spark, root: StorageRoot, snap, dry_run: bool, now_ms: int | No
 
 
 def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport) -> TopicReport:
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
+    started = time.monotonic()
     selected = plan.selected_partitions()
-    tasks: list[ScanTask] = []
+    map_table = _key_map(spark, root, snap.topic, selected)
+    if map_table.num_rows > MAX_MAP_ENTRIES:  # Kafka's dedupe buffer is full: clean a prefix of the dirty section
+        selected = _limit_dirty(selected, MAX_MAP_ENTRIES)
+        map_table = _key_map(spark, root, snap.topic, selected)
+    map_s = time.monotonic() - started
+    chunks = []
     for part in selected:
-        for s in part.cleanable:
-            tasks.append(ScanTask(len(tasks), s, part.log_start_offset, part.first_dirty_offset,
-                                  part.first_uncleanable_offset))
-    outcomes: dict[int, SegmentOutcome] = {}
-    decided = None
-    if tasks:
-        rows = scan_segments(spark, root, snap.topic, tasks)
-        offset_map = (rows.where(F.col("dirty") & F.col("key").isNotNull())
-                      .groupBy("partition", "key").agg(F.max("offset").alias("latest")))
-        drm = plan.config.delete_retention_ms
-        expired = (F.col("tombstone") & F.col("stamped_ms").isNotNull()
-                   & (F.col("stamped_ms") + F.lit(drm) <= F.lit(plan.now_ms)))
-        survives = (F.col("key").isNotNull() & (F.col("latest").isNull() | (F.col("offset") >= F.col("latest")))
-                    & ~expired)
-        keep = ~F.col("in_range") | survives
-        decided = (rows.join(offset_map, ["partition", "key"], "left")
-                   .select("segment", "offset", keep.alias("keep"),
-                           (F.col("in_range") & survives & F.col("tombstone") & F.col("stamped_ms").isNull())
-                           .alias("stamp"))
-                   .persist(StorageLevel.MEMORY_AND_DISK))
-        counts = (decided.groupBy("segment")
-                  .agg(F.sum(F.col("keep").cast("long")).alias("kept"),
-                       F.sum((~F.col("keep")).cast("long")).alias("dropped"),
-                       F.sum(F.col("stamp").cast("long")).alias("unstamped"))
-                  .collect())
-        for r in counts:
-            t = tasks[r["segment"]]
-            outcomes[t.segment_id] = SegmentOutcome(t.segment, int(r["kept"]), int(r["dropped"]),
-                                                    int(r["unstamped"]))
-    try:
-        groups: list[RewriteGroup] = []
-        group_of: dict[int, int] = {}
-        seg_ids = {t.segment.path: t.segment_id for t in tasks}
-        for part in selected:
-            per_seg = [outcomes.get(seg_ids[s.path]) or SegmentOutcome(s, s.records, 0, 0) for s in part.cleanable]
-            below = {s.path for s in part.below_start}
-            first = next((s.path for s in snap.index.segments(part.partition) if s.path not in below), None)
-            for segs in group_rewrites(per_seg, plan.config.segment_bytes):
-                g = RewriteGroup(len(groups), part.partition, segs, starts_partition=segs[0].path == first)
-                groups.append(g)
-                for s in segs:
-                    group_of[seg_ids[s.path]] = g.group_id
-        results = _rewrite(spark, root, snap.topic, groups, group_of, decided, plan.now_ms) if groups else []
-    finally:
-        if decided is not None:
-            decided.unpersist()
-    added = [add_action(r) for r in results]
-    removed = [s for g in groups for s in g.segments] + [s for part in selected for s in part.below_start]
+        below = {s.path for s in part.below_start}
+        first = next((s.path for s in snap.index.segments(part.partition) if s.path not in below), None)
+        rng = CleaningRange(part.log_start_offset, part.first_uncleanable_offset, plan.now_ms,
+                            plan.config.delete_retention_ms)
+        for segs in _chunks(part.cleanable, min(plan.config.segment_bytes, CHUNK_BYTES)):
+            chunks.append(CleaningChunk(part.partition, segs, rng, segs[0].path == first))
+    results = []
+    if chunks:
+        key_map = spark.sparkContext.broadcast(KeyMap.to_ipc(map_table))
+        try:
+            results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config.segment_bytes, plan.now_ms)
+        finally:
+            key_map.destroy()
+    log.info("compaction of %s: key map of %d keys in %.1f s; %d segment(s) in %d task(s) cleaned in %.1f s",
+             snap.topic, map_table.num_rows, map_s, sum(len(c.segments) for c in chunks), len(chunks),
+             time.monotonic() - started - map_s)
+    by_path = {s.path: s for c in chunks for s in c.segments}
+    added = [add_action(r) for r in results if r["path"] is not None]
+    removed = [by_path[p] for r in results for p in r["replaced"]] + [s for part in selected for s in part.below_start]
     txns = {checkpoint_app(part.partition): part.first_uncleanable_offset for part in selected}
     rep.record_removed(removed)
     for r in results:
-        rep.record_written(int(r["records"]), int(r["size"]))
-    rep.partitions_changed = len({s.partition for s in removed} | {int(r["partition"]) for r in results})
+        if r["path"] is not None:
+            rep.record_written(int(r["records"]), int(r["size"]))
+    rep.partitions_changed = len({s.partition for s in removed})
     if not removed and all(snap.txns.get(app) == v for app, v in txns.items()):
         return rep  # nothing lost, checkpoints already there
     try:
@@ -173,7 +152,7 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
                                metadata={"lakelog.cleanerPass": {
                                    "timeMs": plan.now_ms,
                                    "partitions": {str(part.partition): [part.first_dirty_offset,
-                                                                      part.first_uncleanable_offset]
+                                                                        part.first_uncleanable_offset]
                                                   for part in selected}}})
     except ConcurrentTransactions:
         delete_quietly(root, snap.topic, [a.path for a in added])
@@ -182,24 +161,104 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
     return rep
 
 
-def _rewrite(spark, root: StorageRoot, topic: str, groups: list[RewriteGroup], group_of: dict[int, int],
-             decided, pass_ms: int) -> list[dict]:
-    """Run one executor task per rewrite group; return the new files' add fields."""
+CHUNK_BYTES = 256 << 20  # tasks hold about this much (at most segment.bytes): big partitions split
+
+
+@dataclass(frozen=True)
+class CleaningChunk:
+    """Adjacent cleanable segments of one partition: one executor task."""
+
+    partition: int
+    segments: tuple
+    range: CleaningRange
+    starts_partition: bool  # holds the partition's first live segment
+
+
+def _chunks(segments, target_bytes: int) -> list[tuple]:
+    out, current, size = [], [], 0
+    for s in segments:
+        if current and size + s.bytes > target_bytes:
+            out.append(tuple(current))
+            current, size = [], 0
+        current.append(s)
+        size += s.bytes
+    if current:
+        out.append(tuple(current))
+    return out
+
+
+def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: KeyMap, segment_bytes: int,
+                pass_ms: int) -> list[dict]:
+    """Assess a chunk's segments, rewrite the runs that lose records; one result row per rewrite group.
+
+    Runs on an executor.  A row carries the new file's add fields (``path`` None
+    when the group kept nothing and left no file) and the ``replaced`` paths.
+    """
+    rng = chunk.range
+    outcomes = []
+    for seg in chunk.segments:
+        d = assess_segment(root, topic, seg, key_map, rng)
+        outcomes.append(SegmentOutcome(seg, d.kept, d.dropped, d.unstamped))
+
+    def select(table: pa.Table, stamps) -> np.ndarray:
+        return decide(table.column("offset").combine_chunks(), table.column("key").combine_chunks(),
+                      pc.is_null(table.column("value").combine_chunks()), stamps, key_map, chunk.partition, rng).keep
+
+    rows = []
+    for i, segs in enumerate(group_rewrites(outcomes, segment_bytes)):
+        group = RewriteGroup(i, chunk.partition, segs,
+                             starts_partition=chunk.starts_partition and segs[0] == chunk.segments[0])
+        fields = rewrite_group(root, topic, group, select=select, pass_ms=pass_ms)
+        rows.append({**(fields or {"group_id": i, "path": None, "size": 0, "modification_time": 0, "stats": None,
+                                   "partition": chunk.partition, "records": 0}),
+                     "replaced": [s.path for s in segs]})
+    return rows
+
+
+def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChunk], key_map, segment_bytes: int,
+                  pass_ms: int) -> list[dict]:
+    """Run :func:`clean_chunk` for every chunk on the executors; the result rows."""
+    slices = assign_slices([(c, sum(s.bytes for s in c.segments)) for c in chunks],
+                           spark.sparkContext.defaultParallelism * 2)
+
+    def clean(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        km = KeyMap.from_ipc(key_map.value)
+        for b in batches:
+            for k in b.column(0).to_pylist():
+                rows = [r for c in slices[k] for r in clean_chunk(root, topic, c, km, segment_bytes, pass_ms)]
+                yield pa.RecordBatch.from_pylist(rows, schema=_RESULT_SCHEMA)
+
+    df = spark.range(len(slices), numPartitions=len(slices)).mapInArrow(clean, _RESULT_DDL)
+    return [r.asDict() for r in df.collect()]
+
+
+_RESULT_DDL = ADD_FIELDS_DDL + ", replaced array<string>"
+_RESULT_SCHEMA = ADD_FIELDS_SCHEMA.append(pa.field("replaced", pa.list_(pa.string())))
+
+
+def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionCleaning]) -> pa.Table:
+    """Spark builds the offset map: ``max(offset)`` per ``(partition, key)`` over the dirty records."""
     from pyspark.sql import functions as F
 
-    by_id = {g.group_id: g for g in groups}
-    seg_group = spark.createDataFrame(list(group_of.items()), "segment int, group_id int")
-    kept = (decided.where("keep").join(F.broadcast(seg_group), "segment").select("group_id", "offset"))
-    # one marker row per group, so groups that keep nothing still run (and may leave an empty segment)
-    markers = spark.createDataFrame([(g.group_id, -1) for g in groups], "group_id int, offset long")
+    tasks = [ScanTask(s, part.first_dirty_offset, part.first_uncleanable_offset)
+             for part in selected for s in part.dirty]
+    if not tasks:
+        return MAP_SCHEMA.empty_table()
+    keys = scan_dirty_keys(spark, root, topic, tasks)
+    table = keys.groupBy("partition", "key").agg(F.max("offset").alias("latest")).toArrow()
+    return table.select(MAP_SCHEMA.names).cast(MAP_SCHEMA)
 
-    def rewrite(table: pa.Table) -> pa.Table:
-        gid = table.column("group_id")[0].as_py()
-        offsets = table.column("offset")
-        keep = offsets.filter(pc.greater_equal(offsets, 0)).combine_chunks()
-        fields = rewrite_group(root, topic, by_id[gid], keep=keep, pass_ms=pass_ms)
-        return pa.Table.from_pylist([fields] if fields else [], schema=ADD_FIELDS_SCHEMA)
 
-    out = kept.unionByName(markers).groupBy("group_id").applyInArrow(rewrite, ADD_FIELDS_DDL)
-    return [r.asDict() for r in out.collect()]
-
+def _limit_dirty(selected: list[PartitionCleaning], budget: int) -> list[PartitionCleaning]:
+    """Each partition's dirty section cut, at a segment boundary, to its share of ``budget`` records (>= 1 segment)."""
+    share = max(1, budget // max(1, len(selected)))
+    out = []
+    for part in selected:
+        taken, total = 0, 0
+        while taken < len(part.dirty) and (taken == 0 or total + part.dirty[taken].records <= share):
+            total += part.dirty[taken].records
+            taken += 1
+        if taken < len(part.dirty):
+            part = replace(part, dirty=part.dirty[:taken], first_uncleanable_offset=part.dirty[taken].base_offset)
+        out.append(part)
+    return out

@@ -1,8 +1,10 @@
 """Rewriting a group of adjacent segments into one: the executor side of compaction and merging.
 
+:func:`assess_segment` finds what a cleaning pass would do to one segment
+(how many records survive, how many tombstones need a stamp) without writing.
 :func:`rewrite_group` reads the group's segment files (pyarrow, on whichever
-machine runs it), keeps the requested offsets (all of them for a merge),
-carries the tombstone stamps over and stamps tombstones reached for the first
+machine runs it), keeps the records the cleaner's rule selects (all of them
+for a merge), carries the tombstone stamps over and stamps tombstones reached for the first
 time, and writes one new segment whose base is the group's first base -- so
 it covers exactly the offsets of the segments it replaces.  The result is the
 new file's Delta add, as plain fields that travel back to the driver in a
@@ -23,11 +25,14 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.compaction.key_map import CleaningRange, Decision, KeyMap, decide
 from lakelog.compaction.tombstone_horizon import TombstoneStamps, runs_for
 from lakelog.reader.segment_reader import read_segment
 from lakelog.record_schema import FILE_SCHEMA, PARTITION_COLUMN
@@ -71,24 +76,23 @@ def read_group(root: StorageRoot, topic: str, group: RewriteGroup) -> tuple[pa.T
     return table, TombstoneStamps(count, tuple(sorted(runs)))
 
 
-def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *, keep: pa.Array | None = None,
+def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *,
+                  select: Callable[[pa.Table, TombstoneStamps], np.ndarray] | None = None,
                   pass_ms: int | None = None) -> dict | None:
     """Write the group's surviving records as one segment; return its add fields, or None if no file.
 
-    ``keep``: offsets to keep (None keeps every record, as a merge does).
+    ``select(records, stamps)``: the keep mask (None keeps every record, as a merge does).
     ``pass_ms``: the cleaning pass's time, stamped on surviving tombstones not
     stamped yet (None for a merge, which stamps nothing new).
     """
     table, stamps = read_group(root, topic, group)
-    if keep is not None:
-        table = table.filter(pc.is_in(table.column("offset"), value_set=keep))
-    tomb_mask = pc.is_null(table.column("value"))
-    tomb_offsets = table.column("offset").filter(tomb_mask).to_pylist()
-    times = stamps.pass_times(tomb_offsets)
+    if select is not None:
+        table = table.filter(pa.array(select(table, stamps)))
+    tomb_offsets = table.column("offset").filter(pc.is_null(table.column("value"))).to_numpy()
+    covered, times = stamps.pass_times_array(tomb_offsets)
     if pass_ms is not None:
-        times = [pass_ms if t is None else t for t in times]
-    stamped = [(o, t) for o, t in zip(tomb_offsets, times) if t is not None]
-    new_stamps = TombstoneStamps(len(tomb_offsets), runs_for([o for o, _ in stamped], [t for _, t in stamped]))
+        times, covered = np.where(covered, times, pass_ms), np.ones(len(tomb_offsets), dtype=bool)
+    new_stamps = TombstoneStamps(len(tomb_offsets), runs_for(tomb_offsets[covered].tolist(), times[covered].tolist()))
     if table.num_rows == 0:
         if not group.starts_partition:
             return None
@@ -96,6 +100,18 @@ def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *, keep: p
     table = table.replace_schema_metadata(new_stamps.to_metadata())
     add = write_segment(root, topic, group.partition, table, data_change=False, base_offset=group.base_offset)
     return _fields(group, add, table.num_rows)
+
+
+def assess_segment(root: StorageRoot, topic: str, seg: Segment, key_map: KeyMap, rng: CleaningRange) -> Decision:
+    """What a cleaning pass would do to ``seg`` (reads keys and offsets, and values only if it may hold tombstones)."""
+    with root.filesystem.open_input_file(root.path_for("topics", topic, seg.path)) as f:
+        pf = pq.ParquetFile(f)
+        stamps = TombstoneStamps.from_metadata(pf.schema_arrow.metadata)
+        cols = ["offset", "key", "value"] if stamps.may_have_tombstones else ["offset", "key"]
+        t = pf.read(columns=cols)
+    tomb = pc.is_null(t.column("value").combine_chunks()) if "value" in cols else None
+    return decide(t.column("offset").combine_chunks(), t.column("key").combine_chunks(), tomb, stamps, key_map,
+                  seg.partition, rng)
 
 
 def write_empty_segment(root: StorageRoot, topic: str, group: RewriteGroup):

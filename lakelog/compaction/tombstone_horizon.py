@@ -50,6 +50,19 @@ class TombstoneStamps:
             out.append(self.runs[i][2] if i >= 0 and self.runs[i][0] <= o <= self.runs[i][1] else None)
         return out
 
+    def pass_times_array(self, offsets: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """Vectorised :meth:`pass_ms`: (covered mask, pass times -- meaningful where covered)."""
+        import numpy as np
+
+        if not self.runs or len(offsets) == 0:
+            return np.zeros(len(offsets), dtype=bool), np.zeros(len(offsets), dtype=np.int64)
+        firsts = np.array([r[0] for r in self.runs], dtype=np.int64)
+        lasts = np.array([r[1] for r in self.runs], dtype=np.int64)
+        times = np.array([r[2] for r in self.runs], dtype=np.int64)
+        i = np.searchsorted(firsts, offsets, side="right") - 1
+        j = np.maximum(i, 0)
+        return (i >= 0) & (offsets <= lasts[j]), times[j]
+
     @property
     def may_have_tombstones(self) -> bool:
         return self.count is None or self.count > 0

@@ -169,12 +169,10 @@ class LakelogBatchReader(_Reading, DataSourceReader):
             start = check_data_loss(view, tp, starts[tp], fail_on_data_loss=opts.fail_on_data_loss, warn=log.warning)
             end = ends[tp]
             if end < start:
-                option = "endingoffsets" if "endingoffsets" in opts.given or not (
-                    {"endingtimestamp", "endingoffsetsbytimestamp"} & opts.given) else "endingtimestamp"
-                raise InvalidSourceOption(option, f"The ending offset of {tp[0]}-{tp[1]} ({end}) is before its "
-                                                  f"starting offset ({start}): check the options "
-                                                  f"'startingOffsets'/'startingTimestamp' and "
-                                                  f"'endingOffsets'/'endingTimestamp'")
+                raise InvalidSourceOption(
+                    "endingoffsets", f"The ending offset of {tp[0]}-{tp[1]} ({end}) is before its starting offset "
+                                     f"({start}): check the options 'startingOffsets'/'startingTimestamp' and "
+                                     f"'endingOffsets'/'endingTimestamp'")
             ranges.append(OffsetRange(tp[0], tp[1], start, end))
         return self._plan(view, ranges)
 

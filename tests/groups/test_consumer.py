@@ -81,6 +81,8 @@ def test_manual_assignment_seeks_pause_resume_and_times(group_front, http):
     log.append(topic, [{"value": f"b{i}".encode(), "timestamp": T0 + 1000 * i} for i in range(5)], partition=1)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     with consumer(group_front) as c:  # no group: manual assignment only
+        with pytest.raises(InvalidRequest, match="not subscribed"):
+            c.poll()
         c.assign([tp0, (topic, 1)])
         assert c.assignment() == {tp0, tp1}
         assert c.position(tp0) == 0  # auto_offset_reset=earliest, nothing committed
@@ -194,7 +196,7 @@ def test_fetcher_reads_each_row_group_once_across_boundaries(tmp_path):
     assert table.column("offset").to_pylist() == [123_456, 123_457, 123_458] and pos == 123_459
     with pytest.raises(OffsetOutOfRange):
         fetcher.take(tp, n + 6, 1)
-    everything = Fetcher(log)  # the default 1 MiB reads the whole partition here in one go
+    everything = Fetcher(log, max_partition_fetch_bytes=64 << 20)  # the whole partition in one go
     table, pos = everything.take(tp, 0, 10**9)
     assert table.num_rows == n + 5 and pos == n + 5
     assert table.column("offset").to_pylist() == list(range(n + 5))
@@ -217,3 +219,24 @@ def test_consumer_on_an_s3_root(start_group_front, s3_endpoint, monkeypatch):
         assert values == sorted(f"s3-{i}".encode() for i in range(10))
         c.commit()
         assert c.committed(TopicPartition(topic, 1)) == 5
+
+
+def test_partition_count_change_rebalances_the_group(group_front, http):
+    topic = new_topic(http, 1)
+    with consumer(group_front, f"grow-{topic}") as c:
+        c.subscribe([topic])
+        c.poll(timeout_ms=2000)
+        assert c.assignment() == {TopicPartition(topic, 0)}
+        generation = c.group_metadata().generation_id
+        assert http.patch(f"/v1/topics/{topic}", json={"partitions": 3}).status_code == 200
+        Log(group_front.root).append(topic, [{"value": b"new partition"}], partition=2)
+
+        got: list = []
+
+        def grown():
+            for records in c.poll(timeout_ms=100).values():
+                got.extend(records)
+            return len(c.assignment()) == 3 and got
+        wait_until(grown, what="the coordinator to notice the new partitions and the new record")
+        assert c.group_metadata().generation_id > generation
+        assert [(r.partition, r.value) for r in got] == [(2, b"new partition")]

@@ -185,3 +185,41 @@ def test_endpoints_are_in_the_openapi_document(http):
         assert method in paths.get(path, {}), f"{method.upper()} {path} is not documented"
     commit_body = http.get("/openapi.json").json()["components"]["schemas"]["OffsetCommit"]["properties"]
     assert {"member_id", "generation_id", "offsets"} <= set(commit_body)
+
+
+def test_commit_while_rebalancing(http):
+    """Before rejoining a pending rebalance a member may still commit what it owns (it does so before revoking);
+    once it has rejoined and awaits its new assignment, its commits get REBALANCE_IN_PROGRESS (27)."""
+    topic = new_topic(http, 2)
+    group = f"rip-{topic}"
+    results: dict = {}
+
+    def join_in_thread(key: str, **body) -> threading.Thread:
+        t = threading.Thread(target=lambda: results.update({key: join(http, group, topic, **body)}))
+        t.start()
+        return t
+
+    def state() -> str:
+        return http.get(f"/v1/groups/{group}").json()["state"]
+
+    a = join(http, group, topic, client_id="a")
+    tx = join_in_thread("x", client_id="x")  # x's join waits for a to rejoin
+    wait_until(lambda: state() == "PreparingRebalance", what="the rebalance for x")
+    a = join(http, group, topic, client_id="a", member_id=a["member_id"])
+    tx.join(timeout=60)
+    x = results["x"]
+    assert a["generation"] == x["generation"] == 2
+
+    threads = [join_in_thread("b", client_id="b")]  # a third member: a and x must rejoin
+    wait_until(lambda: state() == "PreparingRebalance", what="the rebalance for b")
+    body = {"member_id": a["member_id"], "generation_id": 2,
+            "offsets": [{"topic": t["topic"], "partition": t["partition"], "offset": 0} for t in a["assignment"]]}
+    assert http.post(f"/v1/groups/{group}/offsets", json=body).status_code == 200  # a has not rejoined yet
+    threads.append(join_in_thread("a", client_id="a", member_id=a["member_id"]))
+    wait_until(lambda: http.post(f"/v1/groups/{group}/offsets", json=body).status_code == 409,
+               what="a's commit to be refused once it rejoined")
+    error(http.post(f"/v1/groups/{group}/offsets", json=body), 409, 27)
+    threads.append(join_in_thread("x", client_id="x", member_id=x["member_id"]))  # the round completes
+    for t in threads:
+        t.join(timeout=60)
+    assert results["a"]["generation"] == results["b"]["generation"] == results["x"]["generation"] == 3

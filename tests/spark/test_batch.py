@@ -142,7 +142,8 @@ def test_invalid_options_fail_at_load(spark, local_log, options, stream, fragmen
 
 
 @pytest.mark.parametrize("options, stream, fragment", [
-    ({"subscribe": "t", "maxOffsetsPerTrigger": "5"}, False, "Option 'maxOffsetsPerTrigger' is only valid in streaming"),
+    ({"subscribe": "t", "maxOffsetsPerTrigger": "5"}, False,
+     "Option 'maxOffsetsPerTrigger' is only valid in streaming"),
     ({"subscribe": "t", "startingOffsets": "latest"}, False, "starting offset can't be latest for batch queries"),
     ({"subscribe": "t", "endingOffsets": '{"t":{"0":99}}'}, False, "beyond the high watermark"),
     ({"subscribe": "t", "startingOffsets": '{"t":{"0":9}}', "endingTimestamp": "0"}, False,
@@ -165,3 +166,10 @@ def test_invalid_options_fail_when_planned(spark, local_log, options, stream, fr
         else:
             df.collect()
     assert fragment in str(info.value)
+
+
+def test_sessions_load_the_project_spark_defaults(spark):
+    """conf/spark-defaults.conf (via SPARK_CONF_DIR) configures every Spark entry point, the tests' included."""
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.sparkContext.getConf().get("spark.python.worker.reuse") == "true"
+    assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"

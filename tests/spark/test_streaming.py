@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -62,7 +61,8 @@ def test_processing_time_trigger_picks_up_commits_and_new_partitions(spark, tmp_
         def wait_for(expected):
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
-                got = sorted((r.partition, r.offset) for r in spark.sql(f"select partition, offset from {name}").collect())
+                rows = spark.sql(f"select partition, offset from {name}").collect()
+                got = sorted((r.partition, r.offset) for r in rows)
                 if got == expected:
                     return
                 assert q.exception() is None, q.exception()
