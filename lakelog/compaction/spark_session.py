@@ -48,10 +48,11 @@ def build_session(app_name: str, *, master: str | None = None, conf: dict[str, s
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    # Join spark-submit's JVM (or launch one) first, so SparkConf sees what spark-submit was given
-    # (--master, --conf, --properties-file arrive as JVM system properties).
-    SparkContext._ensure_initialized()
-    spark_conf = SparkConf()
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Under spark-submit: join its JVM first, so SparkConf sees what spark-submit was given
+        # (--master, --conf, --properties-file arrive as JVM system properties).
+        SparkContext._ensure_initialized()
+    spark_conf = SparkConf()  # otherwise empty: every setting below is applied when the JVM starts
     path = defaults_file()
     settings = read_properties(path) if path is not None and path.is_file() else {}
     settings.update(conf or {})

@@ -228,3 +228,29 @@ def test_tombstone_stamps_round_trip_and_lookup():
     assert not TombstoneStamps(0).may_have_tombstones
     assert TombstoneStamps.from_metadata({b"lakelog.tombstones": b"not json"}) == TombstoneStamps()
     assert expired(100, 150, 50) and not expired(100, 149, 50) and not expired(None, 10**15, 0)
+
+
+# ---- the cleaner's rule -------------------------------------------------------------------------------------------
+def test_the_cleaner_rule_per_record():
+    import pyarrow as pa
+
+    from lakelog.compaction.key_map import MAP_SCHEMA, CleaningRange, KeyMap, decide
+
+    key_map = KeyMap(pa.table({"partition": [0, 0, 1], "key": [b"a", b"b", b"a"], "latest": [7, 3, 99]},
+                              schema=MAP_SCHEMA))
+    assert len(key_map) == 3
+    offsets = pa.array([1, 2, 3, 4, 5, 6, 7, 8], pa.int64())
+    keys = pa.array([b"a", b"b", b"b", None, b"c", b"t", b"a", b"a"], pa.binary())
+    tombs = pa.array([False, False, False, False, False, True, False, False])
+    stamped = TombstoneStamps(1, ((6, 6, 1000),))
+    # range [2, 8): offset 1 and 8 are outside and kept as they are
+    d = decide(offsets, keys, tombs, stamped, key_map, 0, CleaningRange(2, 8, now_ms=1500, delete_retention_ms=500))
+    #                    1     2      3     4(no key) 5(c)  6(tomb expired) 7 (latest a) 8
+    assert d.keep.tolist() == [True, False, True, False, True, False, True, True]
+    assert d.dropped == 3 and d.unstamped == 0
+    d = decide(offsets, keys, tombs, stamped, key_map, 0, CleaningRange(2, 8, now_ms=1499, delete_retention_ms=500))
+    assert d.keep[5]  # the horizon is 1500: not yet
+    d = decide(offsets, keys, tombs, TombstoneStamps(), key_map, 0, CleaningRange(2, 8, 10**15, 0))
+    assert d.keep[5] and d.stamp.tolist() == [False] * 5 + [True, False, False]  # first reached: stamped, kept
+    d = decide(offsets, keys, None, TombstoneStamps(0), key_map, 1, CleaningRange(0, 100, 0, 0))
+    assert d.keep.tolist() == [False, True, True, False, True, True, False, False]  # partition 1: a -> 99
