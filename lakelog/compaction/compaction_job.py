@@ -48,7 +48,7 @@ from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
-                                               assess_segment, rewrite_group)
+                                               read_stamped, rewrite_group)
 from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
@@ -196,8 +196,12 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     """
     rng = chunk.range
     outcomes = []
+    cache = {}  # the chunk's segments, read once for assessing and rewriting (a chunk is at most CHUNK_BYTES)
     for seg in chunk.segments:
-        d = assess_segment(root, topic, seg, key_map, rng)
+        table, stamps = cache[seg.path] = read_stamped(root, topic, seg)
+        tombs = pc.is_null(table.column("value")).combine_chunks() if stamps.may_have_tombstones else None
+        d = decide(table.column("offset").combine_chunks(), table.column("key").combine_chunks(), tombs, stamps,
+                   key_map, chunk.partition, rng)
         outcomes.append(SegmentOutcome(seg, d.kept, d.dropped, d.unstamped))
 
     def select(table: pa.Table, stamps) -> np.ndarray:
@@ -208,7 +212,7 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     for i, segs in enumerate(group_rewrites(outcomes, segment_bytes)):
         group = RewriteGroup(i, chunk.partition, segs,
                              starts_partition=chunk.starts_partition and segs[0] == chunk.segments[0])
-        fields = rewrite_group(root, topic, group, select=select, pass_ms=pass_ms)
+        fields = rewrite_group(root, topic, group, select=select, pass_ms=pass_ms, cache=cache)
         rows.append({**(fields or {"group_id": i, "path": None, "size": 0, "modification_time": 0, "stats": None,
                                    "partition": chunk.partition, "records": 0}),
                      "replaced": [s.path for s in segs]})

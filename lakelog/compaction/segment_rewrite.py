@@ -1,7 +1,5 @@
 """Rewriting a group of adjacent segments into one: the executor side of compaction and merging.
 
-:func:`assess_segment` finds what a cleaning pass would do to one segment
-(how many records survive, how many tombstones need a stamp) without writing.
 :func:`rewrite_group` reads the group's segment files (pyarrow, on whichever
 machine runs it), keeps the records the cleaner's rule selects (all of them
 for a merge), carries the tombstone stamps over and stamps tombstones reached for the first
@@ -32,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.compaction.key_map import CleaningRange, Decision, KeyMap, decide
 from lakelog.compaction.tombstone_horizon import TombstoneStamps, runs_for
 from lakelog.reader.segment_reader import read_segment
 from lakelog.record_schema import FILE_SCHEMA, PARTITION_COLUMN
@@ -62,30 +59,41 @@ class RewriteGroup:
         return self.segments[0].base_offset
 
 
-def read_group(root: StorageRoot, topic: str, group: RewriteGroup) -> tuple[pa.Table, TombstoneStamps]:
-    """All records of the group's segments in offset order, and their tombstone stamps merged."""
+def read_stamped(root: StorageRoot, topic: str, seg: Segment) -> tuple[pa.Table, TombstoneStamps]:
+    """Every record of ``seg`` (offset order, no schema metadata) and the file's tombstone stamps."""
+    t = read_segment(root, topic, seg)
+    return t.replace_schema_metadata(None), TombstoneStamps.from_metadata(t.schema.metadata)
+
+
+def read_group(root: StorageRoot, topic: str, group: RewriteGroup,
+               cache: dict[str, tuple[pa.Table, TombstoneStamps]] | None = None) -> tuple[pa.Table, TombstoneStamps]:
+    """All records of the group's segments in offset order, and their tombstone stamps merged.
+
+    ``cache``: segments already read (:func:`read_stamped`), by path.
+    """
     tables, runs = [], []
     count: int | None = 0
     for seg in group.segments:
-        t = read_segment(root, topic, seg)
-        stamps = TombstoneStamps.from_metadata(t.schema.metadata)
+        t, stamps = (cache or {}).get(seg.path) or read_stamped(root, topic, seg)
         runs.extend(stamps.runs)
         count = None if count is None or stamps.count is None else count + stamps.count
-        tables.append(t.replace_schema_metadata(None))
+        tables.append(t)
     table = pa.concat_tables(tables) if tables else FILE_SCHEMA.empty_table()
     return table, TombstoneStamps(count, tuple(sorted(runs)))
 
 
 def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *,
                   select: Callable[[pa.Table, TombstoneStamps], np.ndarray] | None = None,
-                  pass_ms: int | None = None) -> dict | None:
+                  pass_ms: int | None = None,
+                  cache: dict[str, tuple[pa.Table, TombstoneStamps]] | None = None) -> dict | None:
     """Write the group's surviving records as one segment; return its add fields, or None if no file.
 
     ``select(records, stamps)``: the keep mask (None keeps every record, as a merge does).
     ``pass_ms``: the cleaning pass's time, stamped on surviving tombstones not
     stamped yet (None for a merge, which stamps nothing new).
+    ``cache``: segments already read, by path (see :func:`read_group`).
     """
-    table, stamps = read_group(root, topic, group)
+    table, stamps = read_group(root, topic, group, cache)
     if select is not None:
         table = table.filter(pa.array(select(table, stamps)))
     tomb_offsets = table.column("offset").filter(pc.is_null(table.column("value"))).to_numpy()
@@ -100,18 +108,6 @@ def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *,
     table = table.replace_schema_metadata(new_stamps.to_metadata())
     add = write_segment(root, topic, group.partition, table, data_change=False, base_offset=group.base_offset)
     return _fields(group, add, table.num_rows)
-
-
-def assess_segment(root: StorageRoot, topic: str, seg: Segment, key_map: KeyMap, rng: CleaningRange) -> Decision:
-    """What a cleaning pass would do to ``seg`` (reads keys and offsets, and values only if it may hold tombstones)."""
-    with root.filesystem.open_input_file(root.path_for("topics", topic, seg.path)) as f:
-        pf = pq.ParquetFile(f)
-        stamps = TombstoneStamps.from_metadata(pf.schema_arrow.metadata)
-        cols = ["offset", "key", "value"] if stamps.may_have_tombstones else ["offset", "key"]
-        t = pf.read(columns=cols)
-    tomb = pc.is_null(t.column("value").combine_chunks()) if "value" in cols else None
-    return decide(t.column("offset").combine_chunks(), t.column("key").combine_chunks(), tomb, stamps, key_map,
-                  seg.partition, rng)
 
 
 def write_empty_segment(root: StorageRoot, topic: str, group: RewriteGroup):
