@@ -49,7 +49,7 @@ from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
                                                read_stamped, rewrite_group)
-from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys
+from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys, slice_count
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
 from lakelog.storage import StorageRoot
@@ -222,8 +222,8 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
 def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChunk], key_map, segment_bytes: int,
                   pass_ms: int) -> list[dict]:
     """Run :func:`clean_chunk` for every chunk on the executors; the result rows."""
-    slices = assign_slices([(c, sum(s.bytes for s in c.segments)) for c in chunks],
-                           spark.sparkContext.defaultParallelism * 2)
+    weights = [(c, sum(s.bytes for s in c.segments)) for c in chunks]
+    slices = assign_slices(weights, slice_count(spark, sum(w for _, w in weights)))
 
     def clean(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         km = KeyMap.from_ipc(key_map.value)

@@ -24,7 +24,7 @@ from lakelog.compaction.merge_plan import MergePlan, plan_merge
 from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
                                                rewrite_group)
-from lakelog.compaction.segment_scan import assign_slices
+from lakelog.compaction.segment_scan import assign_slices, slice_count
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
 from lakelog.storage import StorageRoot
@@ -72,8 +72,8 @@ def _merge(spark, root: StorageRoot, snap, plan: MergePlan, rep: TopicReport) ->
     firsts = {snap.index.segments(p)[0].path for p in {g.partition for g in plan.groups}}
     groups = [RewriteGroup(i, g.partition, g.segments, starts_partition=g.segments[0].path in firsts)
               for i, g in enumerate(plan.groups)]
-    slices = assign_slices([(g, sum(s.bytes for s in g.segments)) for g in groups],
-                           spark.sparkContext.defaultParallelism * 2)
+    weights = [(g, sum(s.bytes for s in g.segments)) for g in groups]
+    slices = assign_slices(weights, slice_count(spark, sum(w for _, w in weights)))
     topic = snap.topic
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

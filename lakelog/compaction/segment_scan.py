@@ -3,9 +3,10 @@
 One Spark task per slice of planned segments; ``mapInArrow`` reads each file
 with pyarrow on an executor (only the ``offset`` and ``key`` columns) and emits
 ``partition int, offset long, key binary`` for the records of the partition's
-dirty range that have a key.  Grouped by ``(partition, key)`` with
-``max(offset)`` this is the cleaner's offset map
-(:mod:`lakelog.compaction.key_map`).
+dirty range that have a key -- combined per task to each key's latest offset,
+as Spark's own partial aggregation would, so only distinct keys cross into the
+JVM.  Grouped by ``(partition, key)`` with ``max(offset)`` this is the
+cleaner's offset map (:mod:`lakelog.compaction.key_map`).
 
 This reads the segment files planned from the driver's snapshot directly
 rather than through ``spark.read.format("lakelog")``: the scan needs column
@@ -56,6 +57,15 @@ def scan_file(root: StorageRoot, topic: str, task: ScanTask) -> pa.RecordBatch:
                                        keys], schema=KEYS_SCHEMA)
 
 
+SLICE_BYTES = 64 << 20  # below this much work per task, more tasks than cores only add scheduling
+
+
+def slice_count(spark, total_bytes: int) -> int:
+    """How many tasks to split ``total_bytes`` of segments into: the cores, up to 4 per core for big inputs."""
+    cores = spark.sparkContext.defaultParallelism
+    return max(cores, min(cores * 4, total_bytes // SLICE_BYTES))
+
+
 def assign_slices(items: Sequence[tuple[object, int]], max_slices: int) -> list[list]:
     """Deal ``(item, weight)`` pairs into at most ``max_slices`` lists of similar total weight (heaviest first).
 
@@ -73,14 +83,19 @@ def assign_slices(items: Sequence[tuple[object, int]], max_slices: int) -> list[
 
 def scan_dirty_keys(spark, root: StorageRoot, topic: str, tasks: Sequence[ScanTask]):
     """A DataFrame (:data:`KEYS_DDL`) of the tasks' keyed records, read on the executors."""
-    slices = assign_slices([(t, t.segment.bytes) for t in tasks], spark.sparkContext.defaultParallelism * 4)
+    slices = assign_slices([(t, t.segment.bytes) for t in tasks],
+                           slice_count(spark, sum(t.segment.bytes for t in tasks)))
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for k in b.column(0).to_pylist():
-                for task in slices[k]:
-                    out = scan_file(root, topic, task)
-                    for i in range(0, out.num_rows, BATCH_ROWS):
-                        yield out.slice(i, BATCH_ROWS)
+                if not slices[k]:
+                    continue
+                # a combiner, as Spark's partial aggregation: only each key's latest offset leaves the task
+                t = pa.Table.from_batches([scan_file(root, topic, task) for task in slices[k]], schema=KEYS_SCHEMA)
+                t = t.group_by(["partition", "key"], use_threads=False).aggregate([("offset", "max")])
+                t = t.rename_columns({"offset_max": "offset"}).select(KEYS_SCHEMA.names)
+                for batch in t.to_batches(max_chunksize=BATCH_ROWS):
+                    yield batch
 
     return spark.range(len(slices), numPartitions=len(slices)).mapInArrow(read, KEYS_DDL)
