@@ -208,6 +208,11 @@ def run(ctx: BenchContext) -> BenchResult:
         "segments and commits them; the SQL only writes Parquet.",
         "",
         md_table(["system", "records", "seconds", "records/s", "records out"], rows),
+        "",
+        "The compaction job moves only keys into Spark (each scan task combines them to their latest offset "
+        "before the group-by) and rewrites segments with pyarrow on the executors, while the window query "
+        "shuffles and sorts every full record.  An incremental pass is bounded below by the fixed cost of its "
+        "two small Spark jobs (about 1 s here), so its advantage over a full pass grows with the topic.",
     ])
     goals = [
         Goal(f"full compaction >= {GOAL_FULL_RATIO}x hand-written Spark SQL", ratio >= GOAL_FULL_RATIO,

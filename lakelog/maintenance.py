@@ -12,9 +12,10 @@ job         due when
 retention   ``cleanup.policy`` has ``delete``, some segment is past
             ``retention.ms`` / ``retention.bytes`` / the log start offset, and
             the last run started ``log.retention.check.interval.ms`` ago
-compaction  ``cleanup.policy`` has ``compact`` and some partition's dirty ratio
+compaction  ``cleanup.policy`` has ``compact``, some partition's dirty ratio
             exceeds ``min.cleanable.dirty.ratio`` (or its log start offset
-            passed whole segments)
+            passed whole segments), and the last run started 15 s ago
+            (Kafka's ``log.cleaner.backoff.ms``)
 merge       at least ``merge_min_segments`` small segments of the topic would be
             joined, and the last run started a check interval ago
 vacuum      a retention/compaction/merge run finished since the last vacuum and
@@ -52,6 +53,7 @@ from lakelog.topic_config import FILE_DELETE_DELAY_MS, RETENTION_CHECK_INTERVAL_
 log = logging.getLogger(__name__)
 
 JOB_ORDER = ("retention", "compaction", "merge", "vacuum")
+CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: a topic still dirty after a pass waits this long
 REWRITING_JOBS = ("retention", "compaction", "merge")
 
 
@@ -101,7 +103,7 @@ def due_jobs(snapshot, now_ms: int, history: Mapping[str, LeaseRecord | None],
         plan = plan_retention(snapshot, now_ms)
         if not plan.empty:
             out.append(DueJob(topic, "retention", f"{len(plan.removed)} segment(s) past retention"))
-    if "compact" in policies and idle("compaction", 0):
+    if "compact" in policies and idle("compaction", CLEANER_BACKOFF_MS):
         plan = plan_cleaning(snapshot, now_ms)
         if plan.selected:
             worst = max(p.dirty_ratio for p in plan.selected_partitions())

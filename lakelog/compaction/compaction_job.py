@@ -7,17 +7,18 @@ reading and writing:
 1. **key map** -- Spark scans the dirty records' keys and offsets (one task per
    slice of segments: partitions, and the segments of big partitions, in
    parallel; :mod:`lakelog.compaction.segment_scan`), groups by
-   ``(partition, key)`` and takes ``max(offset)``: Kafka's offset map.  It is
-   collected (one row per distinct dirty key, bounded like Kafka's dedupe
-   buffer) and broadcast;
-2. **assess** -- one executor task per slice of the cleanable segments applies
-   the cleaner's rule (:mod:`lakelog.compaction.key_map`) to each segment:
-   how many records survive, how many tombstones need their first stamp;
-3. **rewrite** -- only segments that lose a record or need a stamp are
-   rewritten, adjacent ones grouped up to ``segment.bytes``; each group is read,
-   filtered by the same rule and written as one segment with the original
-   offsets on an executor (:mod:`lakelog.compaction.segment_rewrite`);
-4. **commit** -- one Delta commit per topic removes the replaced files, adds the
+   ``(partition, key)`` and takes ``max(offset)``: Kafka's offset map.  Like
+   Kafka's dedupe buffer it is bounded: a partition with more dirty records than
+   :data:`~lakelog.compaction.key_map.MAX_MAP_ENTRIES` is cleaned a prefix at a time;
+2. **clean** -- the map is collected (one row per distinct dirty key) and
+   broadcast; one executor task per slice of chunks (adjacent cleanable
+   segments of a partition, up to 256 MB: big partitions are split) runs
+   :func:`clean_chunk`, which applies the cleaner's rule
+   (:mod:`lakelog.compaction.key_map`) to each segment and rewrites only the runs
+   of segments that lose a record or need a tombstone stamp, grouped up to
+   ``segment.bytes``, with the original offsets
+   (:mod:`lakelog.compaction.segment_rewrite`);
+3. **commit** -- one Delta commit per topic removes the replaced files, adds the
    new ones (``dataChange=false``), removes segments wholly below the log start
    offset and moves each cleaned partition's checkpoint ``lakelog.cleaner.<P>``
    to its first uncleanable offset, fenced against other maintenance jobs
@@ -27,7 +28,7 @@ A pass is incremental: the map comes from the dirty records only, the clean
 section is read (keys and offsets; values only where tombstones may be) but
 nothing of it moves unless it loses records, and untouched segments are
 neither rewritten nor re-committed.  No record passes through the driver or
-a shuffle; only the key map and per-segment counts do.
+a shuffle: only keys with their latest offsets do, and the new files' adds.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -111,12 +112,9 @@ def _clean_topic(spark, root: StorageRoot, snap, dry_run: bool, now_ms: int | No
 
 def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport) -> TopicReport:
     started = time.monotonic()
-    selected = plan.selected_partitions()
-    map_table = _key_map(spark, root, snap.topic, selected)
-    if map_table.num_rows > MAX_MAP_ENTRIES:  # Kafka's dedupe buffer is full: clean a prefix of the dirty section
-        selected = _limit_dirty(selected, MAX_MAP_ENTRIES)
-        map_table = _key_map(spark, root, snap.topic, selected)
-    map_s = time.monotonic() - started
+    # Kafka's dedupe buffer: a partition whose dirty section may hold more keys than the map takes is
+    # cleaned a prefix at a time (bounded by records, which bound the distinct keys)
+    selected = [_limit_dirty(part, MAX_MAP_ENTRIES) for part in plan.selected_partitions()]
     chunks = []
     for part in selected:
         below = {s.path for s in part.below_start}
@@ -125,9 +123,11 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
                             plan.config.delete_retention_ms)
         for segs in _chunks(part.cleanable, min(plan.config.segment_bytes, CHUNK_BYTES)):
             chunks.append(CleaningChunk(part.partition, segs, rng, segs[0].path == first))
+    map_table = _key_map(spark, root, snap.topic, selected)
+    map_s = time.monotonic() - started
     results = []
     if chunks:
-        key_map = spark.sparkContext.broadcast(KeyMap.to_ipc(map_table))
+        key_map = spark.sparkContext.broadcast(map_table)
         try:
             results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config.segment_bytes, plan.now_ms)
         finally:
@@ -219,14 +219,30 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     return rows
 
 
+def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionCleaning]) -> pa.Table:
+    """Spark builds the offset map: ``max(offset)`` per ``(partition, key)`` over the dirty records.
+
+    Collected as Arrow (one row per distinct dirty key, bounded by :func:`_limit_dirty`) to be broadcast.
+    """
+    from pyspark.sql import functions as F
+
+    tasks = [ScanTask(s, part.first_dirty_offset, part.first_uncleanable_offset)
+             for part in selected for s in part.dirty]
+    if not tasks:
+        return MAP_SCHEMA.empty_table()
+    keys = scan_dirty_keys(spark, root, topic, tasks)
+    table = keys.groupBy("partition", "key").agg(F.max("offset").alias("latest")).toArrow()
+    return table.select(MAP_SCHEMA.names).cast(MAP_SCHEMA)
+
+
 def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChunk], key_map, segment_bytes: int,
                   pass_ms: int) -> list[dict]:
-    """Run :func:`clean_chunk` for every chunk on the executors; the result rows."""
+    """Run :func:`clean_chunk` for every chunk on the executors (``key_map``: the broadcast map table)."""
     weights = [(c, sum(s.bytes for s in c.segments)) for c in chunks]
     slices = assign_slices(weights, slice_count(spark, sum(w for _, w in weights)))
 
-    def clean(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        km = KeyMap.from_ipc(key_map.value)
+    def clean(batches):
+        km = KeyMap(key_map.value)
         for b in batches:
             for k in b.column(0).to_pylist():
                 rows = [r for c in slices[k] for r in clean_chunk(root, topic, c, km, segment_bytes, pass_ms)]
@@ -240,29 +256,12 @@ _RESULT_DDL = ADD_FIELDS_DDL + ", replaced array<string>"
 _RESULT_SCHEMA = ADD_FIELDS_SCHEMA.append(pa.field("replaced", pa.list_(pa.string())))
 
 
-def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionCleaning]) -> pa.Table:
-    """Spark builds the offset map: ``max(offset)`` per ``(partition, key)`` over the dirty records."""
-    from pyspark.sql import functions as F
-
-    tasks = [ScanTask(s, part.first_dirty_offset, part.first_uncleanable_offset)
-             for part in selected for s in part.dirty]
-    if not tasks:
-        return MAP_SCHEMA.empty_table()
-    keys = scan_dirty_keys(spark, root, topic, tasks)
-    table = keys.groupBy("partition", "key").agg(F.max("offset").alias("latest")).toArrow()
-    return table.select(MAP_SCHEMA.names).cast(MAP_SCHEMA)
-
-
-def _limit_dirty(selected: list[PartitionCleaning], budget: int) -> list[PartitionCleaning]:
-    """Each partition's dirty section cut, at a segment boundary, to its share of ``budget`` records (>= 1 segment)."""
-    share = max(1, budget // max(1, len(selected)))
-    out = []
-    for part in selected:
-        taken, total = 0, 0
-        while taken < len(part.dirty) and (taken == 0 or total + part.dirty[taken].records <= share):
-            total += part.dirty[taken].records
-            taken += 1
-        if taken < len(part.dirty):
-            part = replace(part, dirty=part.dirty[:taken], first_uncleanable_offset=part.dirty[taken].base_offset)
-        out.append(part)
-    return out
+def _limit_dirty(part: PartitionCleaning, budget: int) -> PartitionCleaning:
+    """``part`` with its dirty section cut at a segment boundary to at most ``budget`` records (>= 1 segment)."""
+    taken, total = 0, 0
+    while taken < len(part.dirty) and (taken == 0 or total + part.dirty[taken].records <= budget):
+        total += part.dirty[taken].records
+        taken += 1
+    if taken == len(part.dirty):
+        return part
+    return replace(part, dirty=part.dirty[:taken], first_uncleanable_offset=part.dirty[taken].base_offset)

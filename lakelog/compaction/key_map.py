@@ -3,12 +3,11 @@
 Kafka's cleaner fills an offset map (``SkimpyOffsetMap``: key -> latest offset)
 from the dirty section, then copies every segment of the cleanable range
 keeping a record only if it is not superseded.  Here the map is computed by
-Spark (``group by (partition, key)``, ``max(offset)``), collected as an Arrow
-table and broadcast to the executors, where :func:`decide` applies the rule to
-each segment with pyarrow -- no record travels through the driver or a shuffle.
-Like Kafka's dedupe buffer, the map is bounded (:data:`MAX_MAP_ENTRIES`): when
-the dirty section has more keys, a pass cleans a prefix of it and the next
-pass continues from its checkpoint.
+Spark (``group by (partition, key)``, ``max(offset)``), collected as Arrow and
+broadcast to the executor tasks, where :func:`decide` applies the rule to
+each segment with pyarrow.  Like Kafka's dedupe buffer, the map is bounded
+(:data:`MAX_MAP_ENTRIES`): a partition with more dirty records is cleaned a
+prefix at a time, the next pass continuing from the checkpoint.
 
 A record at ``offset`` in the cleanable range ``[log start, end)`` survives iff
 
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from lakelog.compaction.tombstone_horizon import TombstoneStamps
 
@@ -61,17 +59,6 @@ class KeyMap:
             return pa.nulls(len(keys), pa.int64())
         map_keys, latest = found
         return latest.take(pc.index_in(keys, value_set=map_keys))
-
-    @staticmethod
-    def to_ipc(table: pa.Table) -> bytes:
-        sink = pa.BufferOutputStream()
-        with ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        return sink.getvalue().to_pybytes()
-
-    @classmethod
-    def from_ipc(cls, data: bytes) -> "KeyMap":
-        return cls(ipc.open_stream(pa.BufferReader(data)).read_all())
 
 
 @dataclass(frozen=True)

@@ -109,5 +109,8 @@ def test_jobs_on_a_standalone_cluster(standalone, local_root):
     runs = {r["job"]: r for r in json.loads(done.stdout)}
     assert runs["retention"]["exit_code"] == 0 and "segments removed 3" in runs["retention"]["summary"]
     assert runs["vacuum"]["exit_code"] == 0
+    assert "run retention on d" in done.stderr and "spark-submit" in done.stderr  # every run is logged
     assert table_rows(log, "d", 0) == [(3, b"k", b"3")]
     assert JobLease(local_root, "d", "retention").current().status == "ok"
+    again = subprocess.run(cmd[:-1], env=cluster_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert again.returncode == 0 and again.stdout.strip() == "nothing due"  # spaced by the last runs

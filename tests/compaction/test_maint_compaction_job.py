@@ -158,6 +158,7 @@ def test_compaction_matches_a_brute_force_model_of_kafkas_rules(spark, tmp_path_
 
     produce(first, allow_null_keys=True)
     log.alter_topic("m", {"cleanup.policy": "compact"})
+    assert spark_rows(spark, root, "m") == sorted((p, *r) for p, m in enumerate(models) for r in m.rows())  # before
     now = T0
     for batches in (None, second, third):
         if batches is not None:
@@ -168,4 +169,22 @@ def test_compaction_matches_a_brute_force_model_of_kafkas_rules(spark, tmp_path_
             assert table_rows(log, "m", p) == model.rows(), f"partition {p} after the pass at {now}"
         check_contiguous(log.snapshot("m"))
         now += gap_ms
-    assert spark_rows(spark, root, "m") == sorted((p, *r) for p, m in enumerate(models) for r in m.rows())
+    assert spark_rows(spark, root, "m") == sorted((p, *r) for p, m in enumerate(models) for r in m.rows())  # after
+
+
+def test_a_full_offset_map_cleans_a_prefix_and_the_next_pass_continues(spark, local_root, monkeypatch):
+    """Kafka's dedupe buffer: with room for 4 keys' worth of dirty records, a pass stops at a segment boundary."""
+    import lakelog.compaction.compaction_job as job
+
+    monkeypatch.setattr(job, "MAX_MAP_ENTRIES", 4)
+    log = Log(local_root)
+    log.create_topic("t", 1, COMPACT)
+    for i in range(4):
+        log.append("t", [{"key": "k", "value": f"{i}a"}, {"key": "k", "value": f"{i}b"}])
+    log.append("t", [{"key": "tail", "value": "t"}])
+    run_compaction(spark, local_root, ["t"], now_ms=T0)
+    assert log.snapshot("t").txns[checkpoint_app(0)] == 4  # two segments (4 records) fit
+    assert [v for _, _, v in table_rows(log, "t", 0)] == [b"1b", b"2a", b"2b", b"3a", b"3b", b"t"]
+    run_compaction(spark, local_root, ["t"], now_ms=T0)
+    assert log.snapshot("t").txns[checkpoint_app(0)] == 8
+    assert [v for _, _, v in table_rows(log, "t", 0)] == [b"3b", b"t"]
