@@ -17,9 +17,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 TOPIC = "orders"
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z: fixed CreateTime timestamps make the time lookups reproducible
@@ -138,8 +139,12 @@ def dump_log(demo: Demo) -> None:
     demo.shell(f"lakelog dump-log {TOPIC} --partition 0 --records")
 
 
-def http_front(demo: Demo) -> None:
+@contextmanager
+def _running_front(demo: Demo) -> Iterator[tuple[str, str]]:
+    """Start ``lakelog serve`` on a free loopback port; yields (url, its start-up output); stops it after."""
+    import signal
     import socket
+    import tempfile
 
     import httpx
 
@@ -149,8 +154,6 @@ def http_front(demo: Demo) -> None:
     url = f"http://127.0.0.1:{port}"
     command = f"lakelog serve --port {port}"
     print(f"$ {command} &", flush=True)
-    import tempfile
-
     output = tempfile.TemporaryFile(mode="w+")
     front = subprocess.Popen(command, shell=True, env=demo.env, cwd=demo.root.parent, text=True,
                              stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
@@ -167,7 +170,17 @@ def http_front(demo: Demo) -> None:
                 raise SystemExit(f"demo step failed: the front did not start:\n{output.read()}")
             time.sleep(0.1)
         output.seek(0)
-        print(textwrap.indent(output.read().rstrip("\n"), "  "), flush=True)  # its no-auth warning
+        yield url, output.read()
+    finally:
+        os.killpg(front.pid, signal.SIGTERM)  # graceful: pending commits finish first
+        front.wait(timeout=60)
+        output.close()
+        print("  (front stopped)", flush=True)
+
+
+def http_front(demo: Demo) -> None:
+    with _running_front(demo) as (url, startup):
+        print(textwrap.indent(startup.rstrip("\n"), "  "), flush=True)  # its no-auth warning
         demo.python(f"""
             from lakelog.client import Admin, Producer
 
@@ -183,13 +196,6 @@ def http_front(demo: Demo) -> None:
                 print(f"{{o['topic']}}-{{o['partition']}}: committed {{o['offset']}} lag {{o['lag']}} "
                       f"({{o['metadata']!r}})")
         """)
-    finally:
-        import signal
-
-        os.killpg(front.pid, signal.SIGTERM)  # graceful: pending commits finish first
-        front.wait(timeout=60)
-        output.close()
-        print("  (front stopped)", flush=True)
 
 
 def _spark(demo: Demo):
@@ -231,32 +237,7 @@ def spark_stream(demo: Demo) -> None:
 
 
 def consumer_group(demo: Demo) -> None:
-    import socket
-    import tempfile
-
-    import httpx
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    command = f"lakelog serve --port {port}"
-    print(f"$ {command} &", flush=True)
-    output = tempfile.TemporaryFile(mode="w+")
-    front = subprocess.Popen(command, shell=True, env=demo.env, cwd=demo.root.parent, text=True,
-                             stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if front.poll() is not None or time.monotonic() > deadline:
-                output.seek(0)
-                raise SystemExit(f"demo step failed: the front did not start:\n{output.read()}")
-            time.sleep(0.1)
+    with _running_front(demo) as (url, _):
         ns = demo.python(f"""
             import threading, time
             from lakelog.client import Consumer
@@ -292,13 +273,6 @@ def consumer_group(demo: Demo) -> None:
         """, ns)
         demo.shell("lakelog groups describe dashboard   # from the root: no members left, lag 0")
         demo.shell(f"lakelog groups reset-offsets dashboard --topic {TOPIC} --to-earliest   # a dry run")
-    finally:
-        import signal
-
-        os.killpg(front.pid, signal.SIGTERM)
-        front.wait(timeout=60)
-        output.close()
-        print("  (front stopped)", flush=True)
 
 
 def maintenance(demo: Demo) -> None:
