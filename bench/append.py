@@ -205,7 +205,7 @@ _PIECES = [
      "update_incremental"),
     ("  our Delta log tail replay", "lakelog.writer.committer", "", "advance"),
     ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.committer", "Committer", "_commit_direct"),
-    ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_commit"),
+    ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_if_absent"),
     ("  index/snapshot update", "lakelog.topic_snapshot", "TopicSnapshot", "apply"),
     ("persist the Arrow index (every 64 commits)", "lakelog.topic_snapshot", "TopicSnapshot", "persist"),
     ("delta-rs checkpoint every 100 versions (direct: background thread)", "deltalake", "DeltaTable",

@@ -50,7 +50,8 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
     from deltalake import DeltaTable
 
     from lakelog import Log
-    from lakelog.delta_log import encode_actions, put_commit
+    from lakelog.delta_commit import put_if_absent
+    from lakelog.delta_log import encode_actions
     from lakelog.record_schema import FILE_SCHEMA, TIMESTAMP_TYPE
     from lakelog.topic_snapshot import leo_app
     from lakelog.writer.segment_writer import write_segment
@@ -58,7 +59,6 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
     log = Log(str(root_dir))
     log.create_topic(TOPIC, 1)
     root = log.root
-    table_path = root.path_for("topics", TOPIC)
     rng = np.random.default_rng(1)
     t0_ms = int(time.time() * 1000) - segments * 1000 - 10_000
     value = pa.array([b"v" * 100] * records, pa.binary())
@@ -86,13 +86,13 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
         hw = min(first + per_commit, segments) * records
         version += 1
         now = int(time.time() * 1000)
-        put_commit(table_path, version, encode_actions([
+        put_if_absent(root, f"topics/{TOPIC}/_delta_log/{version:020d}.json", encode_actions([
             {"commitInfo": {"timestamp": now, "operation": "WRITE",
                             "operationParameters": {"mode": "Append", "partitionBy": json.dumps(["partition"])},
                             "lakelog.operation": "append"}},
             *adds,
             {"txn": {"appId": leo_app(0), "version": hw, "lastUpdated": now}},
-        ]))
+        ]), fsync=False)
     DeltaTable(root.uri_for("topics", TOPIC)).create_checkpoint()
     snap = Log(str(root_dir)).snapshot(TOPIC)
     snap.persist(root)  # as a writer leaves it

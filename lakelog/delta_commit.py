@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 
+from lakelog.delta_log import encode_actions
 from lakelog.storage import StorageRoot
 
 
@@ -24,15 +25,21 @@ class CommitConflict(Exception):
     """Another commit already took this version."""
 
 
-def put_if_absent(root: StorageRoot, rel_path: str, data: bytes) -> None:
-    """Create ``rel_path`` under the root with ``data`` unless it exists (then :class:`CommitConflict`)."""
+def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool = True) -> None:
+    """Create ``rel_path`` under the root with ``data`` unless it exists (then :class:`CommitConflict`).
+
+    Locally the data goes to a temporary file hard-linked to its final name, so
+    readers see a whole file or none.  ``fsync=False`` leaves durability to the
+    page cache, as delta-rs's local store does (the append hot path uses it).
+    """
     if root.is_local:
         final = root.path_for(rel_path)
         tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -81,7 +88,7 @@ def set_table_properties(root: StorageRoot, topic: str, properties: dict[str, st
         info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
                 "operationParameters": {"properties": json.dumps(properties)}, "clientVersion": "lakelog",
                 "lakelog.operation": "alter"}
-        body = (json.dumps({"commitInfo": info}) + "\n" + json.dumps({"metaData": meta}) + "\n").encode()
+        body = encode_actions([{"commitInfo": info}, {"metaData": meta}])
         try:
             put_if_absent(root, f"topics/{topic}/_delta_log/{version:020d}.json", body)
             return version

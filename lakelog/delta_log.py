@@ -8,16 +8,14 @@ latest version is ``v - 1`` -- unless the log was cleaned up behind a
 checkpoint, which :func:`read_tail` detects and reports as
 :class:`LogTailGone` so the caller rebuilds from a full snapshot.
 
-:func:`put_commit` writes a commit file with the same put-if-absent primitive
-delta-rs uses (an exclusive hard link on a local filesystem): exactly one
-writer wins a version, readers see a whole file or none.
+:func:`encode_actions` builds a commit file's body; writing it is
+:func:`lakelog.delta_commit.put_if_absent` (exactly one writer wins a
+version, readers see a whole file or none).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -69,28 +67,6 @@ def parse_commit(version: int, text: str) -> Commit:
 def encode_actions(actions: list[dict]) -> bytes:
     """A commit file's body: one JSON action per line."""
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
-
-
-def put_commit(table_path: str, version: int, body: bytes) -> None:
-    """Create commit ``version`` of the table at local path ``table_path``; raise if it exists.
-
-    The body goes to a temporary file that is hard-linked to its final name:
-    the link fails when the name exists (:class:`~lakelog.delta_commit.CommitConflict`),
-    so exactly one writer wins a version and readers never see a partial file.
-    Like delta-rs's local store it does not fsync (durability is the page cache's).
-    """
-    from lakelog.delta_commit import CommitConflict
-
-    final = commit_path(table_path, version)
-    tmp = f"{table_path}/_delta_log/.{version:020d}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(body)
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        raise CommitConflict(f"commit {version} of {table_path} already exists") from None
-    finally:
-        os.unlink(tmp)
 
 
 def read_commit(fs: pafs.FileSystem, table_path: str, version: int) -> Commit | None:

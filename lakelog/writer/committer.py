@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
-from lakelog.delta_commit import CommitConflict
-from lakelog.delta_log import Commit, LogTailGone, encode_actions, put_commit, read_tail
+from lakelog.delta_commit import CommitConflict, put_if_absent
+from lakelog.delta_log import Commit, LogTailGone, encode_actions, read_tail
 from lakelog.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.producer_state import BatchMetadata, last_sequence
 from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20
 _STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced)
 PERSIST_EVERY = 64
-# On local roots a commit is written directly (put_commit): delta-rs's commit re-derives the
+# On local roots a commit is written directly (put_if_absent): delta-rs's commit re-derives the
 # table snapshot after every commit and our refresh derives it again -- two log replays that grow
 # with live files and commits since the checkpoint (see BENCHMARKS.md).  False: always delta-rs.
 DIRECT_COMMITS = True
@@ -372,7 +372,8 @@ class Committer:
         for _ in range(MAX_COMMIT_RETRIES):
             version = self.snapshot.version + 1
             try:
-                put_commit(table_path, version, body)
+                put_if_absent(self.root, f"topics/{self.topic}/_delta_log/{version:020d}.json", body,
+                              fsync=False)
             except CommitConflict:
                 try:
                     winners = list(read_tail(self.root.filesystem, table_path, self.snapshot.version))
