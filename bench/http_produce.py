@@ -168,44 +168,68 @@ class Run:
                 "p99": percentile(ms, 99), "p99.9": percentile(ms, 99.9)}
 
 
-def http_load(url: str, body: bytes, content_type: str, records: int, requests_per_client: int,
-              clients: int = CLIENTS, interval_s: float | None = None) -> Run:
-    """``clients`` threads each POST ``body`` ``requests_per_client`` times (paced at ``interval_s`` if given)."""
+def _run_clients(clients: int, warm_up, request) -> tuple[list[float], float]:
+    """Start ``clients`` threads; each runs ``warm_up(i)`` then, once all are warm, ``request(i)`` which
+    returns that client's per-request latencies.  Returns all latencies and the wall time after the gate."""
     latencies: list[float] = []
-    errors = [0]
     lock = threading.Lock()
-    start_gate = threading.Barrier(clients + 1)
+    gate = threading.Barrier(clients + 1)
 
     def client(i: int) -> None:
-        with httpx.Client(timeout=120.0) as http:
-            http.post(url, content=body, headers={"content-type": content_type})  # warm the connection
-            start_gate.wait()
-            mine = []
-            next_at = time.perf_counter() + (random.random() * interval_s if interval_s else 0.0)
-            for _ in range(requests_per_client):
-                if interval_s:
-                    delay = next_at - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
-                    next_at += interval_s
-                t0 = time.perf_counter()
-                r = http.post(url, content=body, headers={"content-type": content_type})
-                if r.status_code != 200:
-                    with lock:
-                        errors[0] += 1
-                    continue
-                mine.append(time.perf_counter() - t0)
-            with lock:
-                latencies.extend(mine)
+        state = warm_up(i)
+        gate.wait()
+        mine = request(i, state)
+        with lock:
+            latencies.extend(mine)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
-    start_gate.wait()
+    gate.wait()
     started = time.perf_counter()
     for t in threads:
         t.join()
-    return Run(records, latencies, time.perf_counter() - started, errors[0])
+    return latencies, time.perf_counter() - started
+
+
+def http_load(url: str, body: bytes, content_type: str, records: int, requests_per_client: int,
+              clients: int = CLIENTS, interval_s: float | None = None) -> Run:
+    """``clients`` threads each POST ``body`` ``requests_per_client`` times (paced at ``interval_s`` if given)."""
+    errors = [0]
+    lock = threading.Lock()
+    headers = {"content-type": content_type}
+    https: list[httpx.Client] = []
+
+    def warm_up(i: int) -> httpx.Client:
+        http = httpx.Client(timeout=120.0)
+        https.append(http)
+        http.post(url, content=body, headers=headers)  # warm the connection
+        return http
+
+    def requests(i: int, http: httpx.Client) -> list[float]:
+        mine = []
+        next_at = time.perf_counter() + (random.random() * interval_s if interval_s else 0.0)
+        for _ in range(requests_per_client):
+            if interval_s:
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                next_at += interval_s
+            t0 = time.perf_counter()
+            r = http.post(url, content=body, headers=headers)
+            if r.status_code != 200:
+                with lock:
+                    errors[0] += 1
+                continue
+            mine.append(time.perf_counter() - t0)
+        return mine
+
+    try:
+        latencies, elapsed = _run_clients(clients, warm_up, requests)
+    finally:
+        for http in https:
+            http.close()
+    return Run(records, latencies, elapsed, errors[0])
 
 
 def library_load(root: str, table: pa.Table, requests_per_client: int, clients: int = CLIENTS) -> Run:
@@ -218,30 +242,20 @@ def library_load(root: str, table: pa.Table, requests_per_client: int, clients: 
     log.create_topic(topic, PARTITIONS)
     acc = log.accumulator(linger_ms=5)
     records = normalize_records(table)
-    latencies: list[float] = []
-    lock = threading.Lock()
-    gate = threading.Barrier(clients + 1)
 
-    def client(i: int) -> None:
+    def append() -> None:
         acc.append(topic, log.split_by_partition(topic, records, num_partitions=PARTITIONS)).result()
-        gate.wait()
+
+    def requests(i: int, _) -> list[float]:
         mine = []
         for _ in range(requests_per_client):
             t0 = time.perf_counter()
-            batches = log.split_by_partition(topic, records, num_partitions=PARTITIONS)
-            acc.append(topic, batches).result()
+            append()
             mine.append(time.perf_counter() - t0)
-        with lock:
-            latencies.extend(mine)
+        return mine
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    gate.wait()
-    started = time.perf_counter()
-    for t in threads:
-        t.join()
-    run = Run(records.num_rows, latencies, time.perf_counter() - started, 0)
+    latencies, elapsed = _run_clients(clients, lambda i: append(), requests)
+    run = Run(records.num_rows, latencies, elapsed, 0)
     acc.close()
     log.close()
     return run
