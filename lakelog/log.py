@@ -77,7 +77,9 @@ class Log:
 
         The returned snapshot is shared and must be treated as read-only (take
         :meth:`TopicSnapshot.copy` to modify one).  When nothing was committed
-        since the cached version, this costs one existence probe.
+        since the cached version, this costs two or three existence probes: the
+        next commit file, then the table itself (a topic deleted by another
+        process must not keep answering from the cache).
         """
         with self._lock:
             cached = self._snapshots.get(topic)
