@@ -40,6 +40,7 @@ from lakelog.errors import (InvalidProducerEpoch, InvalidRequest, KafkaError, Ou
                             ProducerFenced, RequestTimedOut, UnknownProducerId, UnknownTopicOrPartition,
                             error_for_code)
 from lakelog.partitioner import StickyPartitioner, partition_for_key
+from lakelog.record_fields import as_bytes
 from lakelog.producer_state import INT32_MAX
 from lakelog.client.transport import Transport
 
@@ -76,16 +77,6 @@ class _Batch:
 
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def _bytes(value, what: str) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise InvalidRequest(f"{what} must be bytes, str or None, got {type(value).__name__}")
 
 
 class Producer:
@@ -147,7 +138,7 @@ class Producer:
             raise self._fatal
         if self._closed:
             raise InvalidRequest("the producer is closed")
-        k, v = _bytes(key, "key"), _bytes(value, "value")
+        k, v = as_bytes(key, "key"), as_bytes(value, "value")
         n = self.partitions_for(topic)
         if partition is not None:
             if not 0 <= partition < n:
@@ -164,7 +155,7 @@ class Producer:
         size = len(k or b"") + len(v or b"") + _RECORD_OVERHEAD
         if headers:
             items = headers.items() if isinstance(headers, dict) else headers
-            record["headers"] = [{"key": str(hk), "value": _b64(_bytes(hv, "header value"))} for hk, hv in items]
+            record["headers"] = [{"key": str(hk), "value": _b64(as_bytes(hv, "header value"))} for hk, hv in items]
             size += sum(len(h["key"]) + len(h["value"] or "") for h in record["headers"])
         if timestamp_ms is not None:
             record["timestamp"] = int(timestamp_ms)

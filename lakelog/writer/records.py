@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRecord, InvalidRequest, InvalidTimestamp, MessageTooLarge
+from lakelog.record_fields import as_bytes
 from lakelog.record_schema import HEADER_TYPE, TIMESTAMP_TYPE
 from lakelog.topic_config import (MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
                                   MESSAGE_TIMESTAMP_BEFORE_MAX_MS, TopicConfig)
@@ -25,28 +26,18 @@ INPUT_SCHEMA = pa.schema(
 MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 
 
-def _to_bytes(v):
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    if isinstance(v, (bytearray, memoryview)):
-        return bytes(v)
-    raise InvalidRequest(f"record key/value must be bytes, str or null, got {type(v).__name__}")
-
-
 def records_from_dicts(records: Iterable[Mapping]) -> pa.Table:
     keys, values, headers, stamps = [], [], [], []
     for r in records:
-        keys.append(_to_bytes(r.get("key")))
-        values.append(_to_bytes(r.get("value")))
+        keys.append(as_bytes(r.get("key")))
+        values.append(as_bytes(r.get("value")))
         hs = r.get("headers")
         if hs is None:
             headers.append(None)
         else:
             if isinstance(hs, Mapping):
                 hs = [{"key": k, "value": v} for k, v in hs.items()]
-            headers.append([{"key": str(h["key"]), "value": _to_bytes(h.get("value"))} for h in hs])
+            headers.append([{"key": str(h["key"]), "value": as_bytes(h.get("value"))} for h in hs])
         ts = r.get("timestamp")
         if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
             raise InvalidTimestamp(f"record timestamp must be an integer of epoch milliseconds, got {ts!r}")
