@@ -38,6 +38,7 @@ injectable ``clock`` (seconds) so tests can drive expiry deterministically.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -48,6 +49,8 @@ from lakelog.assignors import (ASSIGNORS, MemberSubscription, TopicPartition, ch
 from lakelog.errors import (FencedInstanceId, GroupIdNotFound, IllegalGeneration, InconsistentGroupProtocol,
                             InvalidGroupId, InvalidRequest, InvalidSessionTimeout, NonEmptyGroup,
                             RebalanceInProgress, UnknownMemberId)
+
+log = logging.getLogger(__name__)
 
 EMPTY, PREPARING_REBALANCE, STABLE, DEAD = "Empty", "PreparingRebalance", "Stable", "Dead"
 COOPERATIVE = "cooperative-sticky"
@@ -104,7 +107,6 @@ class Group:
     rebalance_deadline: float = 0.0
     partition_counts: dict[str, int] = field(default_factory=dict)
     metadata_checked: float = 0.0
-    reason: str = ""  # why the current or last rebalance started
 
     def to_dict(self) -> dict:
         return {"group_id": self.group_id, "state": self.state, "generation": self.generation,
@@ -229,7 +231,7 @@ class GroupCoordinator:
             timeout = max((m.rebalance_timeout_ms for m in g.members.values()), default=0) / 1000
             delay = self.config.group_initial_rebalance_delay_ms / 1000 if g.generation == 0 else 0
             g.rebalance_deadline = now + max(timeout, delay)
-        g.reason = reason
+        log.info("group %s: rebalance (generation %d): %s", g.group_id, g.generation, reason)
         self._cv.notify_all()
 
     def _maybe_complete(self, g: Group) -> None:
