@@ -4,73 +4,18 @@ started and torn down by the test), and the scheduler submitting to it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from lakelog import Log
 from lakelog.compaction.job_lease import JobLease
 
-from maint_support import REPO, SPARK_ENV, T0, check_contiguous, table_rows
+from maint_support import REPO, T0, check_contiguous, table_rows
+from spark_cluster import BIN, cluster_env, standalone  # noqa: F401  (standalone: the fixture)
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cluster_env() -> dict[str, str]:
-    return dict(os.environ, **SPARK_ENV, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    """``spark://127.0.0.1:<port>`` with one registered worker; both processes killed at the end."""
-    logs = tmp_path_factory.mktemp("standalone")
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = cluster_env()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-             "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
-            stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(
-            [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-             "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g",
-             "--work-dir", str(logs / "work")], env=env, start_new_session=True,
-            stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5))
-                if state.get("aliveworkers", 0) >= 1:
-                    break
-            except OSError:
-                pass
-            for p in procs:
-                assert p.poll() is None, f"a Spark daemon died: {(logs / 'master.log').read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "the standalone worker never registered"
-            time.sleep(1)
-        yield f"spark://127.0.0.1:{port}", logs
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait(timeout=60)
 
 
 def submit(master: str, script: str, *args: str) -> dict:

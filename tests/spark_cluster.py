@@ -1,0 +1,78 @@
+"""A Spark standalone cluster for tests: a master and one worker on 127.0.0.1, importable from any test module.
+
+Test modules use the fixture by importing it (``from spark_cluster import standalone``); each importing module
+gets its own cluster (module scope), torn down (process groups killed) when the module's tests are done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # spark-class / spark-submit of the pip-installed PySpark
+SPARK_ENV = {"SPARK_CONF_DIR": str(REPO / "conf"), "PYSPARK_PYTHON": sys.executable,
+             "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_env(**overrides: str) -> dict[str, str]:
+    """This process's environment with the project's Spark settings, loopback only, daemons in the foreground."""
+    return {**os.environ, **SPARK_ENV, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1", **overrides}
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """``(spark://127.0.0.1:<port>, logs)`` with one registered worker (2 cores, 2g); both processes killed at the end.
+
+    ``logs`` holds ``master.log``, ``worker.log`` and the worker's ``work`` directory (``work/<app id>/<executor
+    id>/`` is each executor's working directory and log directory).
+    """
+    logs = tmp_path_factory.mktemp("standalone")
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    env = cluster_env()
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
+            stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen(
+            [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+             "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g",
+             "--work-dir", str(logs / "work")], env=env, start_new_session=True,
+            stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5))
+                if state.get("aliveworkers", 0) >= 1:
+                    break
+            except OSError:
+                pass
+            for p in procs:
+                assert p.poll() is None, f"a Spark daemon died: {(logs / 'master.log').read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "the standalone worker never registered"
+            time.sleep(1)
+        yield f"spark://127.0.0.1:{port}", logs
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=60)
