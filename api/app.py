@@ -10,6 +10,7 @@ global: two apps in one process share nothing.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -27,7 +28,7 @@ from api.body_limit import BodyLimit
 from api.errors import install_error_handlers
 from api.metrics import Metrics, RequestTimer
 from api.routers import fetch, groups, health, members, producers, records, topics
-from api.schemas import PRODUCE_BODY
+from api.produce_body import openapi_components
 from api.services.produce import ProduceService
 from api.services.topic_metadata import TopicMetadata
 from api.settings import Settings
@@ -59,6 +60,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             partition_counts=lambda topics: _partition_counts(metadata, topics))
         ticker = asyncio.create_task(_tick(app.state.coordinator))
         app.state.produce = ProduceService(log, accumulator, metadata, metrics)
+        await run_in_threadpool(ProduceService.warm_up)
+        # What exists now lives as long as the process: keep it out of the collector's generations, so a
+        # full collection scans only request garbage (tens of ms less at the latency tail).
+        gc.freeze()
         try:
             yield
         finally:
@@ -105,16 +110,13 @@ def _partition_counts(metadata: TopicMetadata, topics) -> dict[str, int]:
 
 
 def _document_produce_body(app: FastAPI) -> None:
-    """Add the produce body's JSON schema (a pydantic TypedDict union, parsed by hand) to the OpenAPI document."""
+    """Add the produce body's JSON schema (msgspec structs, decoded by hand) to the OpenAPI document."""
     base = app.openapi
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = base()
-            body = PRODUCE_BODY.json_schema(ref_template="#/components/schemas/{model}")
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update(body.pop("$defs", {}))
-            components["ProduceBody"] = body
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_components())
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -1,16 +1,14 @@
 """Request and response bodies of the HTTP API (pydantic), grouped by resource.
 
-Produce bodies are ``TypedDict``s validated straight from the JSON bytes by
-pydantic-core (:data:`PRODUCE_BODY`): building model objects for thousands of
-records per request would cost more than the rest of the request.
+Produce request bodies are the exception: they are decoded by msgspec
+(:mod:`api.produce_body`), since they carry thousands of records each.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
-from typing_extensions import NotRequired, TypedDict
+from pydantic import BaseModel, ConfigDict, Field
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -29,65 +27,7 @@ class ErrorBody(BaseModel):
     message: str
 
 
-# -- produce -------------------------------------------------------------------------------
-class HeaderIn(TypedDict):
-    __pydantic_config__ = _FORBID  # type: ignore[misc]
-    key: str
-    value: NotRequired[str | None]
-
-
-class RecordIn(TypedDict, total=False):
-    """A record of an idempotent batch (its partition is the batch's)."""
-
-    __pydantic_config__ = _FORBID  # type: ignore[misc]
-    key: str | None
-    value: str | None
-    headers: list[HeaderIn] | None
-    timestamp: Int64 | None
-
-
-class SimpleRecordIn(RecordIn, total=False):
-    """A record of the simple form; without ``partition`` the server partitions it."""
-
-    partition: Int32 | None
-
-
-class SimpleProduce(TypedDict):
-    """Records the server partitions: explicit partition, else murmur2(key), else sticky."""
-
-    __pydantic_config__ = _FORBID  # type: ignore[misc]
-    records: list[SimpleRecordIn]
-    encoding: NotRequired[Encoding]
-
-
-class ProducerBatchIn(TypedDict):
-    __pydantic_config__ = _FORBID  # type: ignore[misc]
-    partition: Int32
-    base_sequence: Int32
-    records: list[RecordIn]
-
-
-class IdempotentProduce(TypedDict):
-    """Batches of an idempotent producer (from ``POST /v1/producers``), one sequence range each."""
-
-    __pydantic_config__ = _FORBID  # type: ignore[misc]
-    producer_id: Int64
-    producer_epoch: Annotated[int, Field(ge=0, le=32767)]
-    batches: list[ProducerBatchIn]
-    encoding: NotRequired[Encoding]
-
-
-def _produce_form(value: Any) -> str:
-    return "idempotent" if isinstance(value, dict) and "batches" in value else "simple"
-
-
-ProduceBody = Annotated[
-    Union[Annotated[SimpleProduce, Tag("simple")], Annotated[IdempotentProduce, Tag("idempotent")]],
-    Discriminator(_produce_form),
-]
-PRODUCE_BODY: TypeAdapter = TypeAdapter(ProduceBody)
-
-
+# -- produce (the request bodies are msgspec structs: api/produce_body.py) ---------------------
 class PartitionResult(BaseModel):
     """Where one partition batch landed (one entry of Kafka's ProduceResponse)."""
 

@@ -5,13 +5,16 @@ endpoints (its list request fails with "error sending request" under moto), so
 lakelog changes table properties by writing the next
 ``_delta_log/<version>.json`` itself: a ``commitInfo`` and the new ``metaData``
 action.  The write is a put-if-absent (``If-None-Match: *`` on S3, an exclusive
-hard link locally), exactly the primitive Delta's protocol relies on; a lost
+rename or hard link locally), exactly the primitive Delta's protocol relies on; a lost
 race raises :class:`CommitConflict` and the caller re-reads and retries.
 Concurrent appenders see the ``metaData`` action and retry their own commit.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
 import json
 import os
 import time
@@ -28,8 +31,9 @@ class CommitConflict(Exception):
 def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool = True) -> None:
     """Create ``rel_path`` under the root with ``data`` unless it exists (then :class:`CommitConflict`).
 
-    Locally the data goes to a temporary file hard-linked to its final name, so
-    readers see a whole file or none.  ``fsync=False`` leaves durability to the
+    Locally the data goes to a temporary file moved to its final name without
+    replacing (``renameat2(RENAME_NOREPLACE)``, else a hard link and an unlink),
+    so readers see a whole file or none.  ``fsync=False`` leaves durability to the
     page cache, as delta-rs's local store does (the append hot path uses it).
     """
     if root.is_local:
@@ -41,11 +45,14 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
                 f.flush()
                 os.fsync(f.fileno())
         try:
-            os.link(tmp, final)
+            if _rename_noreplace(tmp, final):
+                return
+            try:
+                os.link(tmp, final)
+            finally:
+                os.unlink(tmp)
         except FileExistsError:
             raise CommitConflict(rel_path) from None
-        finally:
-            os.unlink(tmp)
         return
     import boto3
     from botocore.exceptions import ClientError
@@ -63,6 +70,41 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
         if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             raise CommitConflict(rel_path) from None
         raise
+
+
+@functools.cache
+def _renameat2():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _rename_noreplace(src: str, dst: str) -> bool:
+    """Move ``src`` to ``dst`` unless ``dst`` exists (FileExistsError, ``src`` removed); False if the platform
+    or filesystem has no such rename (the caller falls back to link + unlink).
+
+    One inode and no unlink per commit: on ext4 the link + unlink pair measured a visible share of the
+    append path's kernel time (allocating inodes next to recently deleted ones).
+    """
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        os.unlink(src)
+        raise FileExistsError(err, os.strerror(err), dst)
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), dst)
 
 
 def set_table_properties(root: StorageRoot, topic: str, properties: dict[str, str], *, attempts: int = 20) -> int:

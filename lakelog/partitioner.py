@@ -121,6 +121,7 @@ class StickyPartitioner:
         self._lock = threading.Lock()
         self._rng = rng if rng is not None else random.Random()
         self._current: dict[str, int] = {}
+        self._sent: dict[str, int] = {}  # bytes sent to the topic's current sticky partition (on_bytes)
 
     def _pick_locked(self, num_partitions: int, avoid: int | None) -> int:
         if num_partitions == 1:
@@ -160,7 +161,26 @@ class StickyPartitioner:
             if current is None or current == prev_partition or current >= num_partitions:
                 current = self._pick_locked(num_partitions, prev_partition)
                 self._current[topic] = current
+                self._sent[topic] = 0
             return current
+
+    def on_bytes(self, topic: str, num_partitions: int, partition: int, nbytes: int, switch_bytes: int) -> int:
+        """Count *nbytes* of null-key records sent to *partition*; move on once *switch_bytes* went there.
+
+        Kafka's uniform sticky rule (KIP-794) for a writer that sees many small requests -- the HTTP front:
+        switching per request would spread one linger window's requests over many partitions (one segment
+        file each), while switching per ``batch.size`` bytes fills one partition's commit first.  Returns the
+        sticky partition for the next records.
+        """
+        _check_count(num_partitions)
+        with self._lock:
+            current = self._current.get(topic)
+            if current == partition and current < num_partitions:
+                sent = self._sent.get(topic, 0) + nbytes
+                if sent < switch_bytes:
+                    self._sent[topic] = sent
+                    return current
+        return self.on_new_batch(topic, num_partitions, partition)
 
 
 def choose_partition(

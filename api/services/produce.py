@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import ValidationError
 
 from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
 from lakelog.partitioner import partitions_for_keys
@@ -34,7 +33,8 @@ from lakelog.writer.committer import AppendResult, PartitionBatch
 from lakelog.writer.records import normalize_records, validate_records
 
 from api.errors import UnsupportedContentType
-from api.schemas import INT32_MAX, INT64_MAX, PRODUCE_BODY
+from api.produce_body import IdempotentProduce, MalformedBody, RecordIn, decode_produce
+from api.schemas import INT32_MAX, INT64_MAX
 
 if TYPE_CHECKING:
     from lakelog import Log
@@ -104,26 +104,25 @@ def _present(body: bytes) -> frozenset[str]:
     return frozenset(f for f in ("headers", "timestamp", "partition") if f'"{f}"'.encode() in body)
 
 
-def _records_table(records: list[dict], encoding: str, present: frozenset[str]) -> pa.Table:
-    """JSON records (already schema-validated) as a table of the library's input schema."""
+def _records_table(records: list[RecordIn], encoding: str, present: frozenset[str]) -> pa.Table:
+    """JSON records (already decoded and validated) as a table of the library's input schema."""
     cols: dict[str, Any] = {
-        "key": _binary_column([r.get("key") for r in records], encoding, "key"),
-        "value": _binary_column([r.get("value") for r in records], encoding, "value"),
+        "key": _binary_column([r.key for r in records], encoding, "key"),
+        "value": _binary_column([r.value for r in records], encoding, "value"),
     }
-    if "headers" in present and any(r.get("headers") for r in records):
+    if "headers" in present and any(r.headers for r in records):
         headers = []
         for i, r in enumerate(records):
-            hs = r.get("headers")
-            if hs is None:
+            if r.headers is None:
                 headers.append(None)
                 continue
-            headers.append([{"key": h["key"],
-                             "value": (h.get("value").encode() if h.get("value") is not None else None)
-                             if encoding == "utf8" else _decode_base64(h.get("value"), f"record {i} header value")}
-                            for h in hs])
+            headers.append([{"key": h.key,
+                             "value": (h.value.encode() if h.value is not None else None)
+                             if encoding == "utf8" else _decode_base64(h.value, f"record {i} header value")}
+                            for h in r.headers])
         cols["headers"] = pa.array(headers, HEADER_TYPE)
     if "timestamp" in present:
-        stamps = [r.get("timestamp") for r in records]
+        stamps = [r.timestamp for r in records]
         if any(s is not None for s in stamps):
             cols["timestamp"] = pa.array(stamps, pa.int64())
     return normalize_records(pa.table(cols))
@@ -138,6 +137,13 @@ class ProduceService:
         self.accumulator = accumulator
         self.metadata = metadata
         self.metrics = metrics
+
+    @staticmethod
+    def warm_up() -> None:
+        """Run the parsing path once, so its lazy imports (pyarrow loads pandas on first use) and first-call
+        setup happen at start-up rather than inside the first produce request."""
+        _records_table(decode_produce(b'{"records": [{"key": "k", "value": "v", "timestamp": 0}]}').records,
+                       "utf8", frozenset({"timestamp"}))
 
     # -- parsing and validation (blocking; call from a worker thread) ------------------------
     def prepare(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams) -> Prepared:
@@ -170,24 +176,21 @@ class ProduceService:
 
     def _parse_json(self, topic: str, body: bytes, snap: "TopicSnapshot") -> list[PartitionBatch]:
         try:
-            req = PRODUCE_BODY.validate_json(body)
-        except ValidationError as e:
-            raise InvalidRequest(_describe(e)) from None
-        encoding = req.get("encoding", "utf8")
+            req = decode_produce(body)
+        except MalformedBody as e:
+            raise InvalidRequest(str(e)) from None
         present = _present(body)
-        if "batches" in req:
-            batches = req["batches"]
-            if not batches:
+        if isinstance(req, IdempotentProduce):
+            if not req.batches:
                 raise InvalidRequest(f"the produce request for {topic} holds no batches")
-            self._partition_count(topic, snap, max(b["partition"] for b in batches))
-            pid, epoch = req["producer_id"], req["producer_epoch"]
-            return [PartitionBatch(b["partition"], _records_table(b["records"], encoding, present), pid, epoch,
-                                   b["base_sequence"]) for b in batches]
-        records = req["records"]
+            self._partition_count(topic, snap, max(b.partition for b in req.batches))
+            return [PartitionBatch(b.partition, _records_table(b.records, req.encoding, present), req.producer_id,
+                                   req.producer_epoch, b.base_sequence) for b in req.batches]
+        records = req.records
         if not records:
             raise InvalidRequest(f"the produce request for {topic} holds no records")
-        table = _records_table(records, encoding, present)
-        explicit = [r.get("partition") for r in records] if "partition" in present else None
+        table = _records_table(records, req.encoding, present)
+        explicit = [r.partition for r in records] if "partition" in present else None
         if explicit is None or all(p is None for p in explicit):
             return self._split(topic, table, None, snap.partition_count)
         n = self._partition_count(topic, snap, max(p for p in explicit if p is not None))
@@ -249,20 +252,23 @@ class ProduceService:
         return self._split(topic, records, explicit[0].to_pylist(), n)
 
     def _split(self, topic: str, table: pa.Table, explicit: list | None, n: int) -> list[PartitionBatch]:
-        """Kafka's partitioner: explicit partition, else murmur2(key), else the topic's sticky partition."""
+        """Kafka's partitioner: explicit partition, else murmur2(key), else the topic's sticky partition (which
+        moves on after ``batch.size`` bytes, as in KIP-794, so a linger window's requests share one segment)."""
         keys = table.column("key")
         sticky = self.log.sticky
+        switch_bytes = self.accumulator.batch_size
         if explicit is None and keys.null_count == len(keys):
             p = sticky.partition(topic, n)
-            sticky.on_new_batch(topic, n, p)
+            sticky.on_bytes(topic, n, p, table.nbytes, switch_bytes)
             return [PartitionBatch(p, table)]
         sticky_p = sticky.partition(topic, n)
         by_key = partitions_for_keys(keys.to_pylist(), n, sticky_p)
         parts = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
         arr = pa.array(parts, pa.int32())
         out = [PartitionBatch(p, table.filter(pc.equal(arr, p))) for p in sorted(pc.unique(arr).to_pylist())]
-        if keys.null_count:
-            sticky.on_new_batch(topic, n, sticky_p)
+        stuck = next((b for b in out if b.partition == sticky_p), None) if keys.null_count else None
+        if stuck is not None:
+            sticky.on_bytes(topic, n, sticky_p, stuck.records.nbytes, switch_bytes)
         return out
 
     # -- queueing and answering -------------------------------------------------------------
@@ -321,11 +327,3 @@ def _arrow_params(metadata: dict | None, params: ArrowParams) -> ArrowParams:
             raise InvalidRequest(f"{key}={v} is outside [0, {limit}]")
         values[key] = v
     return ArrowParams(**values)
-
-
-def _describe(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors()[:5]:
-        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("simple", "idempotent"))
-        parts.append(f"{where or 'body'}: {err.get('msg')}")
-    return "malformed produce request: " + "; ".join(parts)

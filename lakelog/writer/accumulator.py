@@ -34,10 +34,11 @@ DEFAULT_BUFFER_MEMORY = 64 << 20
 
 
 class _TopicQueue:
-    def __init__(self) -> None:
+    def __init__(self, lock: threading.Lock) -> None:
         self.items: deque[tuple[list[PartitionBatch], Future, float, int]] = deque()
         self.bytes = 0
         self.thread: threading.Thread | None = None
+        self.ready = threading.Condition(lock)  # this topic's sender waits here, and only it
 
 
 class RecordAccumulator:
@@ -51,7 +52,10 @@ class RecordAccumulator:
         self.batch_size = batch_size
         self.buffer_memory = buffer_memory
         self.on_commit = on_commit  # (topic, records, bytes, seconds) after each commit, for metrics
-        self._cv = threading.Condition()
+        # One lock; a condition per topic for its sender and one for flush(), so an append wakes only its own
+        # topic's sender -- and only when that sender must act now -- instead of every thread in the process.
+        self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)
         self._queues: dict[str, _TopicQueue] = {}
         self._buffered = 0
         self._closed = False
@@ -65,7 +69,7 @@ class RecordAccumulator:
         """Queue ``batches`` for ``topic``; the future resolves after their commit (one result per batch)."""
         size = sum(b.nbytes for b in batches)
         fut: Future = Future()
-        with self._cv:
+        with self._lock:
             if self._closed:
                 raise KafkaStorageError("the accumulator is closed")
             if self._buffered + size > self.buffer_memory and (self._buffered > 0 or size > self.buffer_memory):
@@ -74,7 +78,8 @@ class RecordAccumulator:
                     f"append of {size} bytes refused); retry after a short back-off")
             q = self._queues.get(topic)
             if q is None:
-                q = self._queues[topic] = _TopicQueue()
+                q = self._queues[topic] = _TopicQueue(self._lock)
+            was_empty = not q.items
             q.items.append((batches, fut, time.monotonic(), size))
             q.bytes += size
             self._buffered += size
@@ -82,11 +87,12 @@ class RecordAccumulator:
                 q.thread = threading.Thread(target=self._run, args=(topic, q), name=f"lakelog-sender-{topic}",
                                             daemon=True)
                 q.thread.start()
-            self._cv.notify_all()
+            elif was_empty or q.bytes >= self.batch_size:  # otherwise the sender is already timing linger.ms
+                q.ready.notify()
         return fut
 
     def _take(self, q: _TopicQueue) -> list | None:
-        with self._cv:
+        with self._lock:
             while True:
                 if q.items:
                     age = time.monotonic() - q.items[0][2]
@@ -98,11 +104,11 @@ class RecordAccumulator:
                             taken_bytes += item[3]
                         q.bytes -= taken_bytes
                         return taken
-                    self._cv.wait(self.linger_s - age)
+                    q.ready.wait(self.linger_s - age)
                 elif self._closed:
                     return None
                 else:
-                    self._cv.wait(1.0)
+                    q.ready.wait(1.0)
 
     def _run(self, topic: str, q: _TopicQueue) -> None:
         while True:
@@ -122,9 +128,9 @@ class RecordAccumulator:
             for batches, fut, _, _ in taken:
                 fut.set_result(results[i:i + len(batches)])
                 i += len(batches)
-            with self._cv:
+            with self._lock:
                 self._buffered -= sum(item[3] for item in taken)
-                self._cv.notify_all()
+                self._drained.notify_all()
             if self.on_commit is not None:
                 ok = [r for r in results if isinstance(r, AppendResult) and not r.duplicate]
                 self.on_commit(topic, sum(r.record_count for r in ok), sum(b.nbytes for b in flat), elapsed)
@@ -132,18 +138,20 @@ class RecordAccumulator:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything appended so far is committed (or failed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cv:
+        with self._lock:
             while self._buffered > 0:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("flush timed out")
-                self._cv.wait(remaining if remaining is not None else 1.0)
+                self._drained.wait(remaining if remaining is not None else 1.0)
 
     def close(self) -> None:
         """Commit what is pending, then stop the sender threads."""
-        with self._cv:
+        with self._lock:
             self._closed = True
-            self._cv.notify_all()
+            for q in self._queues.values():
+                q.ready.notify_all()
+            self._drained.notify_all()
             threads = [q.thread for q in self._queues.values() if q.thread]
         for t in threads:
             t.join()
