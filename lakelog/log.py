@@ -236,4 +236,4 @@ class Log:
         with self._lock:
             committers = [c for _, c in self._committers.values() if c is not None]
         for c in committers:
-            c.persist()
+            c.close()

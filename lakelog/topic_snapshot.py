@@ -189,25 +189,32 @@ class TopicSnapshot:
 
     def persist(self, root: StorageRoot) -> str:
         """Write this snapshot as ``_lakelog/index/<version>.arrow``; keep the newest few."""
-        fs = root.filesystem
-        index_dir = root.path_for("topics", self.topic, INDEX_DIR)
-        final = f"{index_dir}/{self.version:020d}.arrow"
-        data = self.to_ipc_bytes()
-        if root.is_local:
-            fs.create_dir(index_dir, recursive=True)
-            tmp = f"{index_dir}/.{uuid.uuid4().hex}.tmp"
-            with fs.open_output_stream(tmp) as f:
-                f.write(data)
-            fs.move(tmp, final)
-        else:
-            with fs.open_output_stream(final) as f:  # an S3 PUT is atomic
-                f.write(data)
-        for old in _index_versions(root, self.topic)[:-INDEX_FILES_KEPT]:
-            try:
-                fs.delete_file(f"{index_dir}/{old:020d}.arrow")
-            except OSError:
-                pass
-        return final
+        return store_index(root, self.topic, self.version, self.to_ipc_bytes())
+
+
+def store_index(root: StorageRoot, topic: str, version: int, data: bytes) -> str:
+    """Write a serialized snapshot (:meth:`TopicSnapshot.to_ipc_bytes`) of ``version``; keep the newest few.
+
+    Needs no snapshot object, so a writer can serialize on its commit thread and store from another.
+    """
+    fs = root.filesystem
+    index_dir = root.path_for("topics", topic, INDEX_DIR)
+    final = f"{index_dir}/{version:020d}.arrow"
+    if root.is_local:
+        fs.create_dir(index_dir, recursive=True)
+        tmp = f"{index_dir}/.{uuid.uuid4().hex}.tmp"
+        with fs.open_output_stream(tmp) as f:
+            f.write(data)
+        fs.move(tmp, final)
+    else:
+        with fs.open_output_stream(final) as f:  # an S3 PUT is atomic
+            f.write(data)
+    for old in _index_versions(root, topic)[:-INDEX_FILES_KEPT]:
+        try:
+            fs.delete_file(f"{index_dir}/{old:020d}.arrow")
+        except OSError:
+            pass
+    return final
 
 
 def _index_versions(root: StorageRoot, topic: str) -> list[int]:

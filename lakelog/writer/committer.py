@@ -45,7 +45,7 @@ from lakelog.producer_state import BatchMetadata, last_sequence
 from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage import StorageRoot
 from lakelog.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
-                                    leo_app, load_snapshot)
+                                    leo_app, load_snapshot, store_index)
 from lakelog.writer.records import INPUT_SCHEMA, normalize_records, validate_records
 from lakelog.writer.segment_writer import delete_quietly, write_segment
 
@@ -128,7 +128,7 @@ class Committer:
         self._persisted_version = snap.persisted_version
         self._stale = False
         self._direct = DIRECT_COMMITS and root.is_local and _direct_commits_supported(self._dt)
-        self._checkpointer: threading.Thread | None = None
+        self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
@@ -145,6 +145,12 @@ class Committer:
         self._stale = False
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()
+
+    def close(self) -> None:
+        """Let a running checkpoint or index store finish, then persist the index as it is now."""
+        if self._maintainer is not None:
+            self._maintainer.join()
+        self.persist()
 
     def persist(self) -> None:
         try:
@@ -403,16 +409,34 @@ class Committer:
         return None
 
     def _after_direct_commit(self, version: int) -> None:
-        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
+        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence.
+
+        Both run on one background thread, one run at a time, off the commit path: a checkpoint takes ~100 ms
+        with a few hundred live files, and storing the index creates, renames and deletes files.  Only the
+        index's serialization (an in-memory copy of the snapshot as it is now) stays on this thread.
+        """
+        if self._maintainer is not None and self._maintainer.is_alive():
+            return  # what is due now is still due after the running one (a checkpoint: at the next interval)
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-        if version % interval == 0 and not (self._checkpointer and self._checkpointer.is_alive()):
-            # ~100 ms with a few hundred live files: off the commit path, one at a time.  Not a daemon
-            # thread, so the interpreter lets a started checkpoint finish before it exits.
-            self._checkpointer = threading.Thread(target=self._checkpoint, args=(version,),
-                                                  name=f"lakelog-checkpoint-{self.topic}")
-            self._checkpointer.start()
+        checkpoint = version % interval == 0
+        index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
-            self.persist()
+            index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
+            self._persisted_version = self.snapshot.version
+        if checkpoint or index:
+            # Not a daemon thread, so the interpreter lets a started checkpoint finish before it exits.
+            self._maintainer = threading.Thread(target=self._maintain, args=(version, checkpoint, index),
+                                                name=f"lakelog-maintain-{self.topic}")
+            self._maintainer.start()
+
+    def _maintain(self, version: int, checkpoint: bool, index: tuple[int, bytes] | None) -> None:
+        if index is not None:
+            try:
+                store_index(self.root, self.topic, *index)
+            except OSError as e:  # the index is a cache of the log: failing to save it loses nothing
+                log.warning("could not persist the index of %s: %s", self.topic, e)
+        if checkpoint:
+            self._checkpoint(version)
 
     def _checkpoint(self, version: int) -> None:
         """A Delta checkpoint at the latest version, then expired-log cleanup (delta-rs, through ``_dt``)."""
