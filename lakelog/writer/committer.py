@@ -24,6 +24,7 @@ serialised by :class:`~lakelog.log.Log`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -87,8 +88,9 @@ class PartitionBatch:
     def idempotent(self) -> bool:
         return self.producer_id >= 0
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
+        """The records' Arrow size (asked by the accumulator several times per batch; the table never changes)."""
         return self.records.nbytes
 
 
