@@ -389,3 +389,38 @@ def test_partitions_for_keys_always_in_range(keys: list[bytes | None], n: int, d
     assert len(out) == len(keys)
     assert all(0 <= p < n for p in out)
     assert all(p == sticky for k, p in zip(keys, out) if k is None)
+
+
+# -- uniform sticky (KIP-794): move on after switch_bytes went to the sticky partition -------------------------
+@pytest.mark.parametrize("sends, switch_after", [
+    ([40, 40], None),            # 80 < 100: stays
+    ([40, 40, 30], 2),           # the third send reaches 110 >= 100: moves on after it
+    ([100], 0),                  # one send of exactly switch_bytes
+    ([250, 10], 0),              # a send larger than switch_bytes moves on at once
+    ([99, 1, 99], 1),            # the count restarts on the new partition: 99 stays
+])
+def test_on_bytes_moves_on_after_switch_bytes(sends: list[int], switch_after: int | None) -> None:
+    sticky = StickyPartitioner(random.Random(5))
+    p = sticky.partition("t", 8)
+    for i, nbytes in enumerate(sends):
+        new = sticky.on_bytes("t", 8, p, nbytes, switch_bytes=100)
+        if i == switch_after:
+            assert new != p
+        else:
+            assert new == p
+        p = new
+    assert sticky.partition("t", 8) == p
+
+
+def test_on_bytes_for_a_stale_partition_neither_counts_nor_moves() -> None:
+    sticky = StickyPartitioner(random.Random(9))
+    current = sticky.partition("t", 8)
+    stale = (current + 1) % 8
+    assert sticky.on_bytes("t", 8, stale, 10_000, switch_bytes=100) == current
+    assert sticky.on_bytes("t", 8, current, 99, switch_bytes=100) == current  # the stale bytes were not counted
+
+
+def test_on_bytes_with_one_partition_stays_on_zero() -> None:
+    sticky = StickyPartitioner()
+    assert sticky.partition("t", 1) == 0
+    assert sticky.on_bytes("t", 1, 0, 10_000, switch_bytes=100) == 0

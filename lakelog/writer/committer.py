@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -62,7 +63,16 @@ DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 ENGINE = "lakelog-direct-commit"
+BACKGROUND_NICE = 10  # checkpoints and index storage run at this niceness (Linux: per thread)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
+
+
+def _lower_thread_priority() -> None:
+    """Nice the calling thread (Linux schedules threads individually); elsewhere a no-op."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):
+        pass
 
 
 def _describe(e: Exception) -> str:
@@ -432,6 +442,7 @@ class Committer:
             self._maintainer.start()
 
     def _maintain(self, version: int, checkpoint: bool, index: tuple[int, bytes] | None) -> None:
+        _lower_thread_priority()  # a checkpoint's CPU must not delay the appends acknowledged meanwhile
         if index is not None:
             try:
                 store_index(self.root, self.topic, *index)

@@ -1,0 +1,68 @@
+"""put-if-absent, the primitive every commit of lakelog relies on, on a local root and on moto S3."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lakelog import delta_commit
+from lakelog.delta_commit import CommitConflict, put_if_absent
+
+
+def _read(root, rel: str) -> bytes:
+    with root.filesystem.open_input_stream(root.path_for(rel)) as f:
+        return f.read()
+
+
+def _leftovers(root, rel_dir: str) -> list[str]:
+    from pyarrow.fs import FileSelector
+
+    infos = root.filesystem.get_file_info(FileSelector(root.path_for(rel_dir), allow_not_found=True))
+    return sorted(i.base_name for i in infos)
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_second_put_conflicts_and_keeps_the_first(root, fsync: bool) -> None:
+    if root.is_local:
+        root.filesystem.create_dir(root.path_for("_delta_log"), recursive=True)
+    put_if_absent(root, "_delta_log/00000000000000000001.json", b"first", fsync=fsync)
+    with pytest.raises(CommitConflict):
+        put_if_absent(root, "_delta_log/00000000000000000001.json", b"second", fsync=fsync)
+    assert _read(root, "_delta_log/00000000000000000001.json") == b"first"
+    assert _leftovers(root, "_delta_log") == ["00000000000000000001.json"]  # no temporary file stays behind
+
+
+@pytest.mark.parametrize("root", ["local"], indirect=True)
+def test_racing_writers_exactly_one_wins(root) -> None:
+    root.filesystem.create_dir(root.path_for("_delta_log"), recursive=True)
+    barrier, outcomes = threading.Barrier(8), []
+
+    def writer(i: int) -> None:
+        barrier.wait()
+        try:
+            put_if_absent(root, "_delta_log/00000000000000000007.json", b"writer-%d" % i, fsync=False)
+            outcomes.append(i)
+        except CommitConflict:
+            outcomes.append(None)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes if o is not None]
+    assert len(winners) == 1 and len(outcomes) == 8
+    assert _read(root, "_delta_log/00000000000000000007.json") == b"writer-%d" % winners[0]
+    assert _leftovers(root, "_delta_log") == ["00000000000000000007.json"]
+
+
+@pytest.mark.parametrize("root", ["local"], indirect=True)
+def test_without_renameat2_the_hard_link_path_is_put_if_absent_too(root, monkeypatch) -> None:
+    monkeypatch.setattr(delta_commit, "_renameat2", lambda: None)  # a platform without renameat2
+    root.filesystem.create_dir(root.path_for("_delta_log"), recursive=True)
+    put_if_absent(root, "_delta_log/00000000000000000002.json", b"linked")
+    with pytest.raises(CommitConflict):
+        put_if_absent(root, "_delta_log/00000000000000000002.json", b"again")
+    assert _read(root, "_delta_log/00000000000000000002.json") == b"linked"
+    assert _leftovers(root, "_delta_log") == ["00000000000000000002.json"]
