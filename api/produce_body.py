@@ -81,16 +81,14 @@ class MalformedBody(ValueError):
 
 def decode_produce(body: bytes) -> SimpleProduce | IdempotentProduce:
     """The validated body; raises :class:`MalformedBody` naming the first problem and its JSON path."""
-    if b'"batches"' in body:  # may be the idempotent form (or the word inside a record of the simple form)
+    try:
+        return _SIMPLE.decode(body)  # the common form first: an idempotent body fails fast, at its first field
+    except msgspec.DecodeError as simple_error:
         try:
             return _IDEMPOTENT.decode(body)
-        except msgspec.DecodeError as e:
-            if _is_idempotent_form(body):
-                raise MalformedBody(f"malformed produce request: {e}") from None
-    try:
-        return _SIMPLE.decode(body)
-    except msgspec.DecodeError as e:
-        raise MalformedBody(f"malformed produce request: {e}") from None
+        except msgspec.DecodeError as idempotent_error:
+            e = idempotent_error if _is_idempotent_form(body) else simple_error
+            raise MalformedBody(f"malformed produce request: {e}") from None
 
 
 def _is_idempotent_form(body: bytes) -> bool:
