@@ -381,14 +381,15 @@ def _report(r: dict[str, Run]) -> BenchResult:
         table, "", "Latency is per request (send → answer), in ms; a request's records share it.",
         "Ceilings: *HTTP* = the same bodies to the parse-only endpoint (no commit); "
         "*storage* = the library's accumulator path in-process, no HTTP.", "",
-        "**Where the time goes.** The front runs HTTP and parsing and the commit path in one Python process, "
-        "so most of both takes turns on one interpreter lock: a request costs about its HTTP-ceiling time "
-        "*plus* its storage-ceiling time. Composed in series the two ceilings give "
-        f"{serial['json']:,.0f} records/s for JSON and {serial['arrow']:,.0f} for Arrow; the front reached "
-        f"{rps['json'] / serial['json']:.2f}x and {rps['arrow'] / serial['arrow']:.2f}x of that (above 1: "
-        "Parquet encoding and file I/O release the lock and overlap). Reaching 0.7x of the storage ceiling "
-        "needs the HTTP side to cost under ~0.43x of the storage side per request, or the two in separate "
-        "processes (see docs/http.md, Performance)."])
+        "**Where the time goes.** Each client waits for its answer before sending again, so a run's rate "
+        "is 8 / (a request's latency), and a produce request's latency is its parse latency (HTTP, parsing, "
+        "queueing behind the other clients' requests) *plus* its commit latency (linger.ms, the commit in "
+        "flight, its own commit). The two ceilings measure those two latencies alone; composed in series "
+        f"they give {serial['json']:,.0f} records/s for JSON and {serial['arrow']:,.0f} for Arrow, and the front "
+        f"reached {rps['json'] / serial['json']:.2f}x and {rps['arrow'] / serial['arrow']:.2f}x of that. "
+        "0.7x of the lower ceiling therefore needs a parse latency under ~0.43x of the commit latency; more "
+        "CPU does not help (see BENCHMARKS.md findings: committing in a separate process left the rate "
+        "unchanged)."])
     return BenchResult(markdown=markdown, summary=summary,
                        metrics={f"{k}_records_per_s": v for k, v in rps.items()} | {"json_half_p99_ms": p99_half},
                        goals=goals)
