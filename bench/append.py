@@ -207,7 +207,8 @@ _PIECES = [
     ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.committer", "Committer", "_commit_direct"),
     ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_if_absent"),
     ("  index/snapshot update", "lakelog.topic_snapshot", "TopicSnapshot", "apply"),
-    ("persist the Arrow index (every 64 commits)", "lakelog.topic_snapshot", "TopicSnapshot", "persist"),
+    ("serialise the Arrow index (every 64 commits)", "lakelog.topic_snapshot", "TopicSnapshot", "to_ipc_bytes"),
+    ("store the Arrow index (background thread)", "lakelog.writer.committer", "", "store_index"),
     ("delta-rs checkpoint every 100 versions (direct: background thread)", "deltalake", "DeltaTable",
      "create_checkpoint"),
 ]

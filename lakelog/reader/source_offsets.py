@@ -116,21 +116,29 @@ def _check_covers(option: str, specified: Iterable[TopicPartition], tps: list[To
 
 
 def resolve_starting(view: TopicView, spec: OffsetSpec, tps: list[TopicPartition], *,
-                     strategy: str = "error", option: str = "startingoffsets") -> Offsets:
-    """Starting offsets per partition (may lie below the log start: see :func:`check_data_loss`)."""
+                     strategy: str = "error", covers: list[TopicPartition] | None = None) -> Offsets:
+    """Starting offsets for ``tps`` (may lie below the log start: see :func:`check_data_loss`).
+
+    A spec naming partitions must name every partition of ``covers`` (default ``tps``), as the Kafka source
+    requires of all subscribed partitions -- also when only some of them (those a consumer group has no
+    committed offset for) need resolving.
+    """
+    covers = tps if covers is None else covers
     if isinstance(spec, Earliest):
         return {tp: view.log_start_offset(tp) for tp in tps}
     if isinstance(spec, Latest):
         return view.latest(tps)
     if isinstance(spec, SpecificOffsets):
-        _check_covers(option, spec.as_dict(), tps)
-        out = {}
-        for tp, o in spec.as_dict().items():
-            out[tp] = view.log_start_offset(tp) if o == EARLIEST else view.high_watermark(tp) if o == LATEST else o
-        return out
-    stamps = ({tp: spec.timestamp_ms for tp in tps} if isinstance(spec, GlobalTimestamp)
-              else _covered(option.replace("offsets", "offsetsbytimestamp"), spec, tps))
-    ts_option = "startingtimestamp" if isinstance(spec, GlobalTimestamp) else "startingoffsetsbytimestamp"
+        offsets = spec.as_dict()
+        _check_covers("startingoffsets", offsets, covers)
+        return {tp: view.log_start_offset(tp) if offsets[tp] == EARLIEST
+                else view.high_watermark(tp) if offsets[tp] == LATEST else offsets[tp] for tp in tps}
+    if isinstance(spec, GlobalTimestamp):
+        ts_option, stamps = "startingtimestamp", {tp: spec.timestamp_ms for tp in tps}
+    else:
+        ts_option = "startingoffsetsbytimestamp"
+        wanted = set(tps)
+        stamps = {tp: ts for tp, ts in _covered(ts_option, spec, covers).items() if tp in wanted}
     out = {}
     for tp, ts in stamps.items():
         found = view.offset_for_timestamp(tp, ts)

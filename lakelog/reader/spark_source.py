@@ -207,7 +207,8 @@ class LakelogStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvail
         tps = view.partitions()
         committed = self._group_offsets() if self.opts.group_id else {}
         missing = [tp for tp in tps if tp not in committed]
-        starts = resolve_starting(view, self.opts.starting, missing, strategy=self.opts.strategy) if missing else {}
+        starts = resolve_starting(view, self.opts.starting, missing, strategy=self.opts.strategy,
+                                  covers=tps) if missing else {}
         starts.update({tp: committed[tp] for tp in tps if tp in committed})
         return to_json_dict(starts)
 

@@ -151,3 +151,18 @@ def test_readers_pickle_small_and_read_outside_the_planner(local_log):
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(10))
     assert all(b.schema.names == KAFKA_SCHEMA.fieldNames() for b in batches)
     assert isinstance(parts[0].task.slices[0], SegmentSlice)
+
+
+def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log):
+    """A group that committed some partitions starts them there; the JSON spec (naming every subscribed
+    partition, as the Kafka source requires) places the others."""
+    from lakelog.consumer_offsets import OffsetStore
+
+    local_log.create_topic("t", 2)
+    produce(local_log, "t", 0, 10)
+    produce(local_log, "t", 1, 10)
+    OffsetStore(local_log).commit("g", [("t", 0, 6, "spark")])
+    r = stream_reader(local_log, subscribe="t", groupId="g", startingOffsets='{"t":{"0":-2,"1":4}}')
+    assert r.initialOffset() == {"t": {"0": 6, "1": 4}}
+    with pytest.raises(Exception, match="must specify all topic partitions"):
+        stream_reader(local_log, subscribe="t", groupId="g", startingOffsets='{"t":{"1":4}}').initialOffset()
