@@ -115,5 +115,6 @@ def test_vacuum_while_producers_append(local_root):
     finally:
         producers.finish()
     final = {("v", p, o, k, v) for p in range(2) for o, k, v in table_rows(log, "v", p)}
+    assert producers.acked, "no append was acknowledged while the jobs ran"
     assert set(producers.acked) <= final
     check_contiguous(log.snapshot("v"))

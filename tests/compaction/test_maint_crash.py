@@ -86,10 +86,15 @@ def test_retention_killed_at_random_instants(local_root):
         log.append("t", [{"key": f"k{j}", "value": f"{i}", "timestamp": T0 + i} for j in range(8)])
     expected = {p: [r for r in table_rows(log, "t", p) if r[0] >= log.segments("t", p)[-1].base_offset]
                 for p in range(4)}
+    started = time.monotonic()
+    assert run_job_process("retention.py", local_root, "t", "--dry-run") == 0
+    planning = time.monotonic() - started  # start-up and planning: a real run takes longer
     rng = random.Random(5)
+    codes = []
     for _ in range(3):
-        run_job_process("retention.py", local_root, "t", kill_after_s=rng.uniform(0.2, 2.5))
+        codes.append(run_job_process("retention.py", local_root, "t", kill_after_s=rng.uniform(0.5, 1.0) * planning))
         check_consistent(local_root, "t")
+    assert -signal.SIGKILL in codes, f"no run was killed mid-job (exit codes {codes})"
     run_retention(local_root, ["t"])
     check_consistent(local_root, "t")
     assert {p: table_rows(Log(local_root), "t", p) for p in range(4)} == expected

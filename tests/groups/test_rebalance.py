@@ -146,7 +146,7 @@ def _consumer(front, group: str, strategy: str, **kwargs) -> Consumer:
                     session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200, max_poll_interval_ms=20_000, **kwargs)
 
 
-def _join_second_member(front, http, strategy: str) -> tuple[list, set, set]:
+def _join_second_member(front, http, strategy: str, first_callbacks: int) -> tuple[list, set, set]:
     topic = new_topic(http, PARTITIONS)
     group = f"{strategy}-{topic}"
     events: list = []
@@ -163,7 +163,9 @@ def _join_second_member(front, http, strategy: str) -> tuple[list, set, set]:
         for tp, m in owners(d).items():
             by_member.setdefault(m, set()).add(TopicPartition(*tp))
         assert sorted(len(v) for v in by_member.values()) == [3, 3]
-        time.sleep(0.5)  # any late callback would land now
+        wait_until(lambda: sum(e[0] == "first" for e in events) >= first_callbacks,
+                   what="the first member's rebalance callbacks")
+        time.sleep(0.5)  # an unexpected extra callback would land now
         seen = list(events)  # before the members close (closing revokes again)
     finally:
         first.stop()
@@ -175,7 +177,7 @@ def _join_second_member(front, http, strategy: str) -> tuple[list, set, set]:
 
 
 def test_cooperative_join_revokes_only_what_moves(group_front, http):
-    events, all_tps, second_got = _join_second_member(group_front, http, "cooperative-sticky")
+    events, all_tps, second_got = _join_second_member(group_front, http, "cooperative-sticky", first_callbacks=2)
     first = [(kind, set(tps)) for name, kind, tps in events if name == "first"]
     # assigned everything, then gave up exactly what the second member got -- and was never re-assigned
     # the partitions it kept (cooperative callbacks see only changes)
@@ -184,7 +186,7 @@ def test_cooperative_join_revokes_only_what_moves(group_front, http):
 
 
 def test_eager_join_revokes_everything(group_front, http):
-    events, all_tps, second_got = _join_second_member(group_front, http, "range")
+    events, all_tps, second_got = _join_second_member(group_front, http, "range", first_callbacks=3)
     first = [(kind, set(tps)) for name, kind, tps in events if name == "first"]
     # eager: everything goes back before the rejoin, then the first member's half is assigned again
     assert first == [("assign", all_tps), ("revoke", all_tps), ("assign", all_tps - second_got)]
