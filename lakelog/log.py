@@ -59,12 +59,8 @@ class Log:
 
     def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,
                     partitions: int | None = None) -> TopicDescription:
-        desc = self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
-        with self._lock:
-            committer = self._committers.get(name, (None, None))[1]
-        if committer is not None:
-            committer._stale = True  # the next append refreshes first: it is validated against the new configs
-        return desc
+        # An open writer sees the change at its next commit (it conflicts with this one) and validates again.
+        return self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
 
     def delete_topic(self, name: str) -> None:
         self.catalog.delete(name)

@@ -143,6 +143,21 @@ def test_bad_records_write_nothing(log):
     assert log.describe_topic("c").partitions[0].high_watermark == 0
 
 
+@pytest.mark.parametrize("same_process", [True, False])
+def test_a_writer_validates_against_configs_altered_after_it_opened(root, same_process):
+    """An open writer learns of an alter when its next commit meets it, and checks its records again."""
+    writer = Log(root)
+    writer.create_topic("t", 1, {"max.message.bytes": "1000"})
+    writer.append("t", [{"value": b"x" * 500}], partition=0)  # the writer is open, its snapshot cached
+    admin = writer if same_process else Log(root)  # another process's Log: nothing shared in memory
+    admin.alter_topic("t", {"max.message.bytes": "100", "cleanup.policy": "compact"})
+    for records, err in (([{"value": b"x" * 500}], MessageTooLarge), ([{"key": None, "value": b"x"}], InvalidRecord)):
+        with pytest.raises(err):
+            writer.append("t", records, partition=0)
+    writer.append("t", [{"key": b"k", "value": b"x" * 50}], partition=0)
+    assert [p.high_watermark for p in Log(root).describe_topic("t").partitions] == [2]
+
+
 def test_offsets_and_timestamps(log):
     log.create_topic("t", 1)
     log.append("t", [{"value": f"v{i}", "timestamp": 1000 + i * 10} for i in range(5)], partition=0)

@@ -185,7 +185,8 @@ class Committer:
             except Exception as e:
                 return [KafkaStorageError(f"refreshing {self.topic}: {e}")] * len(batches)
         results: list[AppendResult | KafkaError | None] = [None] * len(batches)
-        static_ok = self._validate_static(batches, results)
+        static_ok = self._validate_static(batches, results, range(len(batches)))
+        validated = self.snapshot.configuration  # replaced, never mutated, when a commit changes the configs
         attempts: dict[str, dict[int, AppendResult]] = {}  # commit id -> what it would acknowledge
         plan: dict[int, list[tuple[int, int]]] = {}
         rechecked = False
@@ -194,6 +195,9 @@ class Committer:
             if landed is not None:  # an attempt whose outcome looked unknown did commit
                 return self._acknowledge(results, attempts[landed])
             snap = self.snapshot
+            if snap.configuration is not validated:  # a concurrent alter (any process) landed: check again
+                static_ok = self._validate_static(batches, results, [i for i in static_ok if results[i] is None])
+                snap, validated = self.snapshot, self.snapshot.configuration
             pending = [i for i in static_ok if results[i] is None]
             plan, producer_rows, early = self._prepare(batches, pending)
             if not rechecked and any(isinstance(r, _STATE_ERRORS) for r in early.values()):
@@ -241,11 +245,12 @@ class Committer:
         return results
 
     # -- steps ----------------------------------------------------------------------------
-    def _validate_static(self, batches, results) -> list[int]:
-        if any(not 0 <= b.partition < self.snapshot.partition_count for b in batches):
+    def _validate_static(self, batches, results, indices) -> list[int]:
+        if any(not 0 <= batches[i].partition < self.snapshot.partition_count for i in indices):
             self._refresh_or(None)  # partitions may have been added (topics alter) since our snapshot
         snap, ok = self.snapshot, []
-        for i, b in enumerate(batches):
+        for i in indices:
+            b = batches[i]
             try:
                 if not 0 <= b.partition < snap.partition_count:
                     raise UnknownTopicOrPartition(
