@@ -1,8 +1,12 @@
-"""Typed dependencies: the app's shared objects (created in the lifespan) and the caller's principal."""
+"""Typed dependencies: the app's shared objects (created in the lifespan) and the caller's principal.
+
+All are ``async def``: they do microseconds of in-memory work, and FastAPI runs a plain ``def``
+dependency in the thread pool -- a thread hop each, on every request.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Callable
+from typing import Annotated, Awaitable, Callable
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -14,40 +18,34 @@ from api.auth import GROUP, TOPIC, Authorizer, Principal
 from api.metrics import Metrics
 from api.services.produce import ProduceService
 from api.services.topic_metadata import TopicMetadata
-from api.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the front's auth file (absent: open front)")
 
 
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
-def get_log(request: Request) -> Log:
+async def get_log(request: Request) -> Log:
     return request.app.state.log
 
 
-def get_offsets(request: Request) -> OffsetStore:
+async def get_offsets(request: Request) -> OffsetStore:
     return request.app.state.offsets
 
 
-def get_metadata(request: Request) -> TopicMetadata:
+async def get_metadata(request: Request) -> TopicMetadata:
     return request.app.state.metadata
 
 
-def get_authorizer(request: Request) -> Authorizer:
+async def get_authorizer(request: Request) -> Authorizer:
     return request.app.state.authorizer
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-def get_produce(request: Request) -> ProduceService:
+async def get_produce(request: Request) -> ProduceService:
     return request.app.state.produce
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
 LogDep = Annotated[Log, Depends(get_log)]
 OffsetStoreDep = Annotated[OffsetStore, Depends(get_offsets)]
 MetadataDep = Annotated[TopicMetadata, Depends(get_metadata)]
@@ -56,7 +54,7 @@ MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 ProduceDep = Annotated[ProduceService, Depends(get_produce)]
 
 
-def authenticate(authorizer: AuthorizerDep,
+async def authenticate(authorizer: AuthorizerDep,
                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
     """The caller's principal; 401 ``SASL_AUTHENTICATION_FAILED`` without a known bearer token."""
     header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
@@ -66,20 +64,20 @@ def authenticate(authorizer: AuthorizerDep,
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
 
 
-def topic_acl(operation: str) -> Callable[..., Principal]:
+def topic_acl(operation: str) -> Callable[..., Awaitable[Principal]]:
     """A dependency requiring ``operation`` on the path's ``{topic}`` (403 ``TOPIC_AUTHORIZATION_FAILED``)."""
 
-    def check(topic: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
+    async def check(topic: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
         authorizer.authorize(principal, operation, TOPIC, topic)
         return principal
 
     return check
 
 
-def group_acl(operation: str) -> Callable[..., Principal]:
+def group_acl(operation: str) -> Callable[..., Awaitable[Principal]]:
     """A dependency requiring ``operation`` on the path's ``{group}`` (403 ``GROUP_AUTHORIZATION_FAILED``)."""
 
-    def check(group: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
+    async def check(group: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
         authorizer.authorize(principal, operation, GROUP, group)
         return principal
 

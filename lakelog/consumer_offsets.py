@@ -38,7 +38,7 @@ from lakelog.errors import InvalidGroupId, InvalidRequest, KafkaError, OffsetMet
 from lakelog.partitioner import partition_for_key
 from lakelog.topic_name import validate_topic_name
 from lakelog.writer.committer import PartitionBatch
-from lakelog.writer.records import normalize_records
+from lakelog.reader.log_reader import fetch
 
 if TYPE_CHECKING:
     from lakelog.log import Log
@@ -131,7 +131,7 @@ class OffsetStore:
                 hw = snap.high_watermark(p)
                 pos = max(self._positions.get(p, 0), snap.log_start_offset(p))
                 while pos < hw:
-                    res = self.log.fetch(OFFSETS_TOPIC, p, pos, max_records=_FETCH_RECORDS)
+                    res = fetch(self.log.root, snap, p, pos, max_records=_FETCH_RECORDS)  # this snapshot's pages
                     cols = res.records.select(["offset", "key", "value", "timestamp"]).to_pydict()
                     for off, key, value, ts in zip(cols["offset"], cols["key"], cols["value"], cols["timestamp"]):
                         self._apply(off, key, value, ts)
@@ -248,7 +248,7 @@ class OffsetStore:
     def _write(self, group: str, records: list[dict]) -> None:
         snap = self.log.snapshot(OFFSETS_TOPIC)
         partition = partition_for_key(group.encode(), snap.partition_count)
-        batch = PartitionBatch(partition, normalize_records(records))
+        batch = PartitionBatch(partition, records)  # normalised on creation
         if self.accumulator is not None:
             result = self.accumulator.append(OFFSETS_TOPIC, [batch]).result()[0]
         else:

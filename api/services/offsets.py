@@ -8,6 +8,8 @@ from lakelog.consumer_offsets import CommittedOffset, OffsetStore
 from lakelog.errors import UnknownTopicOrPartition
 
 if TYPE_CHECKING:
+    from lakelog.topic_snapshot import TopicSnapshot
+
     from api.services.topic_metadata import TopicMetadata
 
 
@@ -26,14 +28,17 @@ def fetch_offsets(store: OffsetStore, metadata: "TopicMetadata", group: str, top
                   visible: Callable[[str], bool]) -> list[dict]:
     """The group's committed offsets of topics ``visible`` to the caller, with high watermark and lag."""
     out = []
+    snaps: dict[str, TopicSnapshot | None] = {}  # one fresh snapshot per topic, not per partition
     for e in store.fetch(group, topic):
         if not visible(e.topic):
             continue
-        try:
-            snap = metadata.get(e.topic, fresh=True)
-            hw = snap.high_watermark(e.partition) if e.partition < snap.partition_count else None
-        except UnknownTopicOrPartition:
-            hw = None
+        if e.topic not in snaps:
+            try:
+                snaps[e.topic] = metadata.get(e.topic, fresh=True)
+            except UnknownTopicOrPartition:
+                snaps[e.topic] = None
+        snap = snaps[e.topic]
+        hw = snap.high_watermark(e.partition) if snap is not None and e.partition < snap.partition_count else None
         out.append({"topic": e.topic, "partition": e.partition, "offset": e.offset, "metadata": e.metadata,
                     "commit_timestamp": e.commit_timestamp, "high_watermark": hw,
                     "lag": None if hw is None else max(hw - e.offset, 0)})

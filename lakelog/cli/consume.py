@@ -25,7 +25,7 @@ import json
 import sys
 import time
 
-from lakelog.cli.global_options import key_value, key_values, open_log
+from lakelog.cli.global_options import key_value, key_values, open_log, positive_int
 from lakelog.cli.output import bytes_to_json, headers_to_json
 
 FETCH_MAX_BYTES = 16 << 20
@@ -58,22 +58,15 @@ def register(subparsers) -> None:
     start.add_argument("--offset", metavar="O", type=_offset_spec,
                        help="start offset: earliest, latest or a number (requires --partition)")
     p.add_argument("--partition", type=int, metavar="P", help="consume only this partition")
-    p.add_argument("--max-messages", type=_positive, metavar="N", help="stop after N records")
+    p.add_argument("--max-messages", type=positive_int, metavar="N", help="stop after N records")
     p.add_argument("--property", "--formatter-property", dest="properties", action="append", type=key_value,
                    default=[], metavar="KEY=VALUE", help="formatter property (Kafka's names), repeatable")
     p.add_argument("--follow", action="store_true", help="keep polling for new records until Ctrl-C")
     p.add_argument("--poll-interval-ms", type=_poll_interval, default=500, metavar="MS",
                    help=f"with --follow: wait between polls ({MIN_POLL_MS}..{MAX_POLL_MS}, default 500)")
-    p.add_argument("--timeout-ms", type=_positive, metavar="MS",
+    p.add_argument("--timeout-ms", type=positive_int, metavar="MS",
                    help="with --follow: exit when no new record arrived for this long")
     p.set_defaults(func=run, parser=p)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _poll_interval(text: str) -> int:

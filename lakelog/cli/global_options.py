@@ -37,6 +37,24 @@ def add_global_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
                        help="machine-readable JSON output")
 
 
+def int_at_least(minimum: int):
+    """argparse type for an integer >= ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
 def key_value(text: str) -> tuple[str, str]:
     """argparse type for ``KEY=VALUE`` (the value may itself contain ``=``)."""
     key, sep, value = text.partition("=")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-from lakelog.cli.global_options import open_log
+from lakelog.cli.global_options import non_negative_int, open_log
 from lakelog.cli.output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
     spec.add_argument("--to-latest", action="store_true", help="the high watermark")
     spec.add_argument("--to-datetime", type=_datetime_ms, metavar="ISO",
                       help="the first offset with timestamp >= ISO (e.g. 2024-05-01T12:00:00Z; no zone = local time)")
-    spec.add_argument("--to-offset", type=_non_negative, metavar="O", help="offset O in every partition")
+    spec.add_argument("--to-offset", type=non_negative_int, metavar="O", help="offset O in every partition")
     spec.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
@@ -98,13 +98,6 @@ def _topic_spec(text: str) -> tuple[str, list[int] | None]:
     if not partitions or partitions[0] < 0:
         raise argparse.ArgumentTypeError(f"expected partition numbers >= 0 after ':', got {text!r}")
     return topic, partitions
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _datetime_ms(text: str) -> int:

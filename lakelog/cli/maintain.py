@@ -16,17 +16,7 @@ import signal
 import sys
 import threading
 
-from lakelog.cli.global_options import key_values
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+from lakelog.cli.global_options import key_values, positive_int
 
 
 def register(subparsers) -> None:
@@ -39,15 +29,15 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the due jobs, run nothing")
     p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
                    help="only these topics (repeatable; default: every topic)")
-    p.add_argument("--interval-ms", type=_positive, default=15_000, metavar="N",
+    p.add_argument("--interval-ms", type=positive_int, default=15_000, metavar="N",
                    help="time between rounds without --once (default 15000)")
     p.add_argument("--master", default=None, metavar="URL", help="Spark master for the jobs (default: local[*])")
     p.add_argument("--spark-submit", default=None, metavar="PATH", help="spark-submit to use")
-    p.add_argument("--merge-min-segments", type=_positive, default=10, metavar="N",
+    p.add_argument("--merge-min-segments", type=positive_int, default=10, metavar="N",
                    help="merge a topic once this many small segments would be joined (default 10)")
-    p.add_argument("--vacuum-interval-ms", type=_positive, default=3_600_000, metavar="N",
+    p.add_argument("--vacuum-interval-ms", type=positive_int, default=3_600_000, metavar="N",
                    help="sweep for orphan files at least this often (default one hour)")
-    p.add_argument("--job-timeout-s", type=_positive, default=3600, metavar="S",
+    p.add_argument("--job-timeout-s", type=positive_int, default=3600, metavar="S",
                    help="kill a job running longer than this (default 3600)")
     p.set_defaults(func=maintain)
 

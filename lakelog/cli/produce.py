@@ -32,7 +32,7 @@ import sys
 import time
 from typing import BinaryIO, Iterator, Protocol
 
-from lakelog.cli.global_options import key_value, key_values, open_log
+from lakelog.cli.global_options import key_value, key_values, open_log, positive_int
 from lakelog.cli.output import print_json
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -64,22 +64,15 @@ def register(subparsers) -> None:
                    help="parse KEY<SEP>VALUE lines (same as --property parse.key=true --property key.separator=SEP)")
     p.add_argument("--property", dest="properties", action="append", type=key_value, default=[],
                    metavar="KEY=VALUE", help="line reader property (Kafka's names), repeatable")
-    p.add_argument("--batch-size", type=_positive, default=DEFAULT_BATCH_SIZE, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                    help=f"lines per commit (default {DEFAULT_BATCH_SIZE})")
-    p.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT_MS, metavar="MS",
+    p.add_argument("--timeout", type=positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                    help="commit pending lines after this many ms without more input ready "
                         f"(Kafka's linger; default {DEFAULT_TIMEOUT_MS})")
     p.add_argument("--bootstrap", metavar="URL",
                    help="produce through a running front (lakelog serve) at URL instead of writing the root; "
                         "idempotent, with retries; a bearer token is read from $LAKELOG_TOKEN")
     p.set_defaults(func=run, parser=p)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 # -- sinks ----------------------------------------------------------------------------------------

@@ -197,22 +197,23 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     rng = chunk.range
     outcomes = []
     cache = {}  # the chunk's segments, read once for assessing and rewriting (a chunk is at most CHUNK_BYTES)
+    keeps = {}  # each segment's keep mask: decided once, reused by the rewrite
     for seg in chunk.segments:
         table, stamps = cache[seg.path] = read_stamped(root, topic, seg)
         tombs = pc.is_null(table.column("value")).combine_chunks() if stamps.may_have_tombstones else None
         d = decide(table.column("offset").combine_chunks(), table.column("key").combine_chunks(), tombs, stamps,
                    key_map, chunk.partition, rng)
+        keeps[seg.path] = d.keep
         outcomes.append(SegmentOutcome(seg, d.kept, d.dropped, d.unstamped))
-
-    def select(table: pa.Table, stamps) -> np.ndarray:
-        return decide(table.column("offset").combine_chunks(), table.column("key").combine_chunks(),
-                      pc.is_null(table.column("value").combine_chunks()), stamps, key_map, chunk.partition, rng).keep
 
     rows = []
     for i, segs in enumerate(group_rewrites(outcomes, segment_bytes)):
         group = RewriteGroup(i, chunk.partition, segs,
                              starts_partition=chunk.starts_partition and segs[0] == chunk.segments[0])
-        fields = rewrite_group(root, topic, group, select=select, pass_ms=pass_ms, cache=cache)
+        # decide() is per record, and a group's records are its segments' in order: its mask is theirs joined
+        keep = np.concatenate([keeps[s.path] for s in segs])
+        fields = rewrite_group(root, topic, group, select=lambda _records, _stamps, keep=keep: keep, pass_ms=pass_ms,
+                               cache=cache)
         rows.append({**(fields or {"group_id": i, "path": None, "size": 0, "modification_time": 0, "stats": None,
                                    "partition": chunk.partition, "records": 0}),
                      "replaced": [s.path for s in segs]})

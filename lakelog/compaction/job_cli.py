@@ -20,26 +20,13 @@ import logging
 import sys
 import time
 
+from lakelog.cli.global_options import key_value, non_negative_int
+
 JOBS = ("retention", "compaction", "merge", "vacuum")
 SCRIPTS = {"retention": "retention.py", "compaction": "compact.py", "merge": "merge_segments.py",
            "vacuum": "vacuum.py"}
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _ratio(text: str) -> float:
@@ -60,7 +47,7 @@ def build_parser(job: str) -> argparse.ArgumentParser:
     parser.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
                         help="a topic to process, repeatable (default: every topic the job applies to)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
-    parser.add_argument("--storage-option", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    parser.add_argument("--storage-option", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         dest="storage_options", help="delta-rs/object_store option, repeatable")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--master", default=None, help="Spark master when not run through spark-submit")
@@ -70,14 +57,14 @@ def build_parser(job: str) -> argparse.ArgumentParser:
                        help="clean partitions whose dirty ratio exceeds this (default: min.cleanable.dirty.ratio)")
         g.add_argument("--force", action="store_true", help="clean every partition with any dirty record")
     if job == "merge":
-        parser.add_argument("--segment-bytes", type=_non_negative, default=None,
+        parser.add_argument("--segment-bytes", type=non_negative_int, default=None,
                             help="target merged size (default: the topic's segment.bytes)")
-        parser.add_argument("--segment-ms", type=_non_negative, default=None,
+        parser.add_argument("--segment-ms", type=non_negative_int, default=None,
                             help="largest time span of a merged segment (default: the topic's segment.ms)")
     if job == "vacuum":
         from lakelog.compaction.vacuum_job import DEFAULT_ORPHAN_MIN_AGE_MS
 
-        parser.add_argument("--orphan-min-age-ms", type=_non_negative, default=DEFAULT_ORPHAN_MIN_AGE_MS,
+        parser.add_argument("--orphan-min-age-ms", type=non_negative_int, default=DEFAULT_ORPHAN_MIN_AGE_MS,
                             help="orphan files must also be at least this old (default: one hour)")
     return parser
 

@@ -34,15 +34,8 @@ class TombstoneStamps:
     count: int | None = None
     runs: tuple[tuple[int, int, int], ...] = ()
 
-    def pass_ms(self, offset: int) -> int | None:
-        """The time of the pass that first cleaned the tombstone at ``offset``, or None."""
-        i = bisect.bisect_right([r[0] for r in self.runs], offset) - 1
-        if i >= 0 and self.runs[i][0] <= offset <= self.runs[i][1]:
-            return self.runs[i][2]
-        return None
-
     def pass_times(self, offsets: Sequence[int]) -> list[int | None]:
-        """:meth:`pass_ms` for many offsets (any order)."""
+        """For each offset (any order), the time of the pass that first cleaned its tombstone, or None."""
         firsts = [r[0] for r in self.runs]
         out: list[int | None] = []
         for o in offsets:

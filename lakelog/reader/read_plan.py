@@ -56,10 +56,6 @@ class ReadTask:
 
     slices: tuple[SegmentSlice, ...]
 
-    @property
-    def bytes(self) -> int:
-        return sum(s.bytes for s in self.slices)
-
 
 def segment_slices(snap: TopicSnapshot, r: OffsetRange) -> list[SegmentSlice]:
     """The slices of ``r``, one per segment holding offsets in it, in offset order."""

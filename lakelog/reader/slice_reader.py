@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 
 BATCH_ROWS = 16 * 1024  # measured: smaller batches cost the JVM's Arrow-to-row conversion less
 
-HEADERS_ARROW_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
-                                                              pa.field("value", pa.binary())])))
 KAFKA_FIELDS = [
     pa.field("key", pa.binary()),
     pa.field("value", pa.binary()),
@@ -44,7 +42,6 @@ KAFKA_FIELDS = [
     pa.field("timestampType", pa.int32()),
 ]
 KAFKA_ARROW_SCHEMA = pa.schema(KAFKA_FIELDS)
-KAFKA_ARROW_SCHEMA_WITH_HEADERS = pa.schema([*KAFKA_FIELDS, pa.field("headers", HEADERS_ARROW_TYPE)])
 FILE_COLUMNS = ("offset", "timestamp", "timestampType", "key", "value", "headers")
 
 _lock = threading.Lock()

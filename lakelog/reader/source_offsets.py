@@ -90,9 +90,6 @@ class TopicView:
             out.extend((topic, p) for p in range(self.snapshots[topic].partition_count))
         return out
 
-    def snapshot(self, topic: str) -> TopicSnapshot:
-        return self.snapshots[topic]
-
     def high_watermark(self, tp: TopicPartition) -> int:
         return self.snapshots[tp[0]].high_watermark(tp[1])
 

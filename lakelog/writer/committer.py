@@ -347,7 +347,7 @@ class Committer:
         props = CommitProperties(
             custom_metadata=meta,
             app_transactions=[Transaction(leo_app(p), v) for p, v in leo.items()],
-            max_commit_retries=50,
+            max_commit_retries=MAX_COMMIT_RETRIES,
         )
         try:
             self._dt.create_write_transaction(adds, mode="append", schema=TABLE_SCHEMA,
@@ -428,8 +428,8 @@ class Committer:
     def _after_direct_commit(self, version: int) -> None:
         """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence.
 
-        Both run on one background thread, one run at a time, off the commit path: a checkpoint takes ~100 ms
-        with a few hundred live files, and storing the index creates, renames and deletes files.  Only the
+        Both run on one background thread, one run at a time, off the commit path: a checkpoint replays the
+        table's log, and storing the index creates, renames and deletes files.  Only the
         index's serialization (an in-memory copy of the snapshot as it is now) stays on this thread.
         """
         if self._maintainer is not None and self._maintainer.is_alive():

@@ -158,9 +158,4 @@ def validate_records(records: pa.Table, config: TopicConfig, *, topic: str, part
 
 def _data_bytes_bound(records: pa.Table) -> int:
     """An upper bound of the batch's key, value and header bytes: the sizes of the buffers holding them."""
-    total = 0
-    for name in ("key", "value", "headers"):
-        for chunk in records.column(name).chunks:
-            total += sum(b.size for b in chunk.buffers() if b is not None)
-    return total
-
+    return sum(records.column(name).get_total_buffer_size() for name in ("key", "value", "headers"))
