@@ -15,7 +15,8 @@ import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from lakelog import Log, __version__
@@ -27,7 +28,8 @@ from api.auth import Authorizer
 from api.body_limit import BodyLimit
 from api.errors import install_error_handlers
 from api.metrics import Metrics, RequestTimer
-from api.routers import fetch, groups, health, members, producers, records, topics
+from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
+from api.routers import bench, fetch, groups, health, members, producers, records, topics
 from api.produce_body import openapi_components
 from api.services.produce import ProduceService
 from api.services.topic_metadata import TopicMetadata
@@ -80,9 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, topics, records, fetch, producers, groups, members):
         app.include_router(module.router)
     if settings.bench_endpoints:
-        from api.routers import bench
-
         app.include_router(bench.router)
+    # Innermost first: produce requests pass the timer and the body limit, then leave FastAPI's stack.
+    app.add_middleware(ProduceLane, state=app.state, route=_post_route(records.router, PRODUCE_ROUTE),
+                       parse_route=_post_route(bench.router, PARSE_ROUTE) if settings.bench_endpoints else None)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestTimer, metrics=metrics)
     _document_produce_body(app)
@@ -97,6 +100,10 @@ async def _tick(coordinator: GroupCoordinator) -> None:
             await run_in_threadpool(coordinator.tick)
         except Exception:  # a storage hiccup saving group metadata must not stop expiry
             logging.getLogger(__name__).exception("group coordinator tick failed")
+
+
+def _post_route(router: APIRouter, path: str) -> APIRoute:
+    return next(r for r in router.routes if isinstance(r, APIRoute) and r.path == path and "POST" in r.methods)
 
 
 def _partition_counts(metadata: TopicMetadata, topics) -> dict[str, int]:

@@ -125,20 +125,14 @@ class Log:
             return committer.append(batches)
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
-                           num_partitions: int | None = None) -> list[PartitionBatch]:
-        """Partition records Kafka's way: explicit partition, else murmur2(key), else sticky."""
+                           num_partitions: int | None = None, *, explicit: list | None = None,
+                           switch_bytes: int | None = None) -> list[PartitionBatch]:
+        """Partition records Kafka's way: ``partition`` for all, else :func:`partition_batches`."""
         table = normalize_records(records)
         n = num_partitions if num_partitions is not None else self.snapshot(topic).partition_count
         if partition is not None:
             return [PartitionBatch(int(partition), table)]
-        sticky = self.sticky.partition(topic, n)
-        parts = pa.array(partitions_for_keys(table.column("key").to_pylist(), n, sticky), pa.int32())
-        out = []
-        for p in pc.unique(parts).to_pylist():
-            out.append(PartitionBatch(p, table.filter(pc.equal(parts, p))))
-        if table.column("key").null_count:
-            self.sticky.on_new_batch(topic, n, sticky)
-        return sorted(out, key=lambda b: b.partition)
+        return partition_batches(self.sticky, topic, table, n, explicit=explicit, switch_bytes=switch_bytes)
 
     def append(self, topic: str, records, *, partition: int | None = None) -> list[AppendResult]:
         """Append records (Arrow table or list of dicts) and wait for the commit; raises the first error."""
@@ -233,3 +227,32 @@ class Log:
             committers = [c for _, c in self._committers.values() if c is not None]
         for c in committers:
             c.close()
+
+
+def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
+                      explicit: list | None = None, switch_bytes: int | None = None) -> list[PartitionBatch]:
+    """Split a table of :data:`~lakelog.record_schema.INPUT_SCHEMA` into partition batches, Kafka's way.
+
+    ``explicit`` gives a partition per record (None entries fall through); then
+    murmur2(key); null-key records go to the topic's sticky partition, which
+    moves on after this call (the call is one batch: Kafka's legacy rule) or,
+    with ``switch_bytes`` (an accumulator's ``batch.size``), once that many bytes
+    went to it (KIP-794), so the many small appends of one linger window fill one
+    partition's segment.  Batches come in partition order.
+    """
+    keys = table.column("key")
+    current = sticky.partition(topic, num_partitions)
+    if explicit is None and keys.null_count == len(keys):
+        out = [PartitionBatch(current, table)]
+    else:
+        by_key = partitions_for_keys(keys.to_pylist(), num_partitions, current)
+        chosen = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
+        parts = pa.array(chosen, pa.int32())
+        out = [PartitionBatch(p, table.filter(pc.equal(parts, p))) for p in sorted(pc.unique(parts).to_pylist())]
+    stuck = next((b for b in out if b.partition == current), None) if keys.null_count else None
+    if stuck is not None:
+        if switch_bytes is None:
+            sticky.on_new_batch(topic, num_partitions, current)
+        else:
+            sticky.on_bytes(topic, num_partitions, current, stuck.records.nbytes, switch_bytes)
+    return out

@@ -7,6 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -424,3 +425,47 @@ def test_on_bytes_with_one_partition_stays_on_zero() -> None:
     sticky = StickyPartitioner()
     assert sticky.partition("t", 1) == 0
     assert sticky.on_bytes("t", 1, 0, 10_000, switch_bytes=100) == 0
+
+
+# -- partition_batches: the library's and the front's split of a table into partition batches ---------------------
+def _table(keys: list[bytes | None]) -> pa.Table:
+    from lakelog.writer.records import normalize_records
+
+    return normalize_records(pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array([b"v" * 100] * len(keys))}))
+
+
+S = "sticky"  # stands for the topic's sticky partition in the table below
+
+
+@pytest.mark.parametrize("keys,explicit,expect", [
+    # (keys, explicit partitions, the partition of each row) over 4 partitions
+    ([None, None, None], None, [S, S, S]),
+    ([b"a", None, b"b"], None, [partition_for_key(b"a", 4), S, partition_for_key(b"b", 4)]),
+    ([None, b"a", None], [0, 1, None], [0, 1, S]),
+    ([None, None], [2, 2], [2, 2]),
+])
+def test_partition_batches_explicit_then_key_then_sticky(keys, explicit, expect) -> None:
+    from lakelog.log import partition_batches
+
+    sticky = StickyPartitioner(random.Random(3))
+    current = sticky.partition("t", 4)
+    want: dict[int, list[int]] = {}
+    for row, p in enumerate(expect):
+        want.setdefault(current if p == S else p, []).append(row)
+    batches = partition_batches(sticky, "t", _table(keys), 4, explicit=explicit)
+    assert [b.partition for b in batches] == sorted(want)
+    for b in batches:
+        assert b.records.column("key").to_pylist() == [keys[i] for i in want[b.partition]]
+
+
+@pytest.mark.parametrize("switch_bytes,same_for", [(None, 1), (10**9, 5), (1, 1)])
+def test_partition_batches_sticky_moves_per_call_or_per_switch_bytes(switch_bytes, same_for) -> None:
+    """Without switch_bytes each call is a batch (legacy rule); with it the partition moves after that many bytes."""
+    from lakelog.log import partition_batches
+
+    sticky = StickyPartitioner(random.Random(7))
+    chosen = [partition_batches(sticky, "t", _table([None] * 10), 8, switch_bytes=switch_bytes)[0].partition
+              for _ in range(5)]
+    assert chosen[:same_for] == [chosen[0]] * same_for
+    if same_for < 5:
+        assert chosen[same_for] != chosen[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
-from lakelog.partitioner import partitions_for_keys
+from lakelog.log import partition_batches
 from lakelog.record_schema import HEADER_TYPE
 from lakelog.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import AppendResult, PartitionBatch
@@ -98,10 +99,14 @@ def _binary_column(values: list, encoding: str, what: str) -> pa.Array:
     return pa.array([_decode_base64(v, f"record {i} {what}") for i, v in enumerate(values)], pa.binary())
 
 
+_OPTIONAL_FIELD = re.compile(rb'"(headers|timestamp|partition)"')
+
+
 def _present(body: bytes) -> frozenset[str]:
     """Optional record fields that may occur in a JSON body (a field name absent from the bytes is absent
-    from every record), so the common records of only key and value skip their passes."""
-    return frozenset(f for f in ("headers", "timestamp", "partition") if f'"{f}"'.encode() in body)
+    from every record), so the common records of only key and value skip their passes.  One scan of the
+    body, not one per field."""
+    return frozenset(m.decode() for m in _OPTIONAL_FIELD.findall(body))
 
 
 def _records_table(records: list[RecordIn], encoding: str, present: frozenset[str]) -> pa.Table:
@@ -129,7 +134,8 @@ def _records_table(records: list[RecordIn], encoding: str, present: frozenset[st
 
 
 class ProduceService:
-    """Turns produce requests into accumulator appends.  Thread-safe; ``prepare`` runs in worker threads."""
+    """Turns produce requests into accumulator appends.  Thread-safe: ``prepare`` runs on the event loop for small
+    bodies and in worker threads for large ones (``api.produce_lane``)."""
 
     def __init__(self, log: "Log", accumulator: "RecordAccumulator", metadata: "TopicMetadata",
                  metrics: "Metrics") -> None:
@@ -145,7 +151,7 @@ class ProduceService:
         _records_table(decode_produce(b'{"records": [{"key": "k", "value": "v", "timestamp": 0}]}').records,
                        "utf8", frozenset({"timestamp"}))
 
-    # -- parsing and validation (blocking; call from a worker thread) ------------------------
+    # -- parsing and validation (blocking, CPU-bound) ------------------------
     def prepare(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams) -> Prepared:
         """Parse and validate a whole request; raises the first problem, having queued nothing."""
         mt = media_type(content_type)
@@ -252,24 +258,9 @@ class ProduceService:
         return self._split(topic, records, explicit[0].to_pylist(), n)
 
     def _split(self, topic: str, table: pa.Table, explicit: list | None, n: int) -> list[PartitionBatch]:
-        """Kafka's partitioner: explicit partition, else murmur2(key), else the topic's sticky partition (which
-        moves on after ``batch.size`` bytes, as in KIP-794, so a linger window's requests share one segment)."""
-        keys = table.column("key")
-        sticky = self.log.sticky
-        switch_bytes = self.accumulator.batch_size
-        if explicit is None and keys.null_count == len(keys):
-            p = sticky.partition(topic, n)
-            sticky.on_bytes(topic, n, p, table.nbytes, switch_bytes)
-            return [PartitionBatch(p, table)]
-        sticky_p = sticky.partition(topic, n)
-        by_key = partitions_for_keys(keys.to_pylist(), n, sticky_p)
-        parts = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
-        arr = pa.array(parts, pa.int32())
-        out = [PartitionBatch(p, table.filter(pc.equal(arr, p))) for p in sorted(pc.unique(arr).to_pylist())]
-        stuck = next((b for b in out if b.partition == sticky_p), None) if keys.null_count else None
-        if stuck is not None:
-            sticky.on_bytes(topic, n, sticky_p, stuck.records.nbytes, switch_bytes)
-        return out
+        """Kafka's partitioner, with the sticky partition moving on after ``batch.size`` bytes (KIP-794)."""
+        return partition_batches(self.log.sticky, topic, table, n, explicit=explicit,
+                                 switch_bytes=self.accumulator.batch_size)
 
     # -- queueing and answering -------------------------------------------------------------
     async def produce(self, prepared: Prepared) -> list[AppendResult | KafkaError]:

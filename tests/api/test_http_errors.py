@@ -191,6 +191,27 @@ def row_wrong_content_type(http, t):
                      headers={"content-type": "application/x-www-form-urlencoded"})
 
 
+def row_bad_acks(http, t):
+    return lambda: http.post(f"/v1/topics/{t}/records", params={"acks": "2"}, json={"records": [{"value": "x"}]})
+
+
+def row_arrow_producer_id_out_of_range(http, t):
+    body = _arrow(pa.table({"value": pa.array([b"x"])}))
+    return lambda: http.post(f"/v1/topics/{t}/records", params={"producer_id": "-1", "producer_epoch": "0",
+                                                                "base_sequence": "0", "partition": "0"},
+                             content=body, headers={"content-type": "application/vnd.apache.arrow.stream"})
+
+
+def row_arrow_partition_not_integer(http, t):
+    body = _arrow(pa.table({"value": pa.array([b"x"])}))
+    return lambda: http.post(f"/v1/topics/{t}/records", params={"partition": "first"}, content=body,
+                             headers={"content-type": "application/vnd.apache.arrow.stream"})
+
+
+def row_json_with_arrow_query_params(http, t):
+    return lambda: http.post(f"/v1/topics/{t}/records", params={"partition": "0"}, json={"records": [{"value": "x"}]})
+
+
 def row_fetch_above_hw(http, t):
     return lambda: http.get(f"/v1/topics/{t}/partitions/0/records", params={"offset": 10**6})
 
@@ -222,6 +243,10 @@ ROWS = [
     (row_bad_arrow, 400, 42, "INVALID_REQUEST"),
     (row_arrow_unknown_column, 400, 42, "INVALID_REQUEST"),
     (row_bad_timestamp, 400, 32, "INVALID_TIMESTAMP"),
+    (row_bad_acks, 400, 42, "INVALID_REQUEST"),
+    (row_arrow_producer_id_out_of_range, 400, 42, "INVALID_REQUEST"),
+    (row_arrow_partition_not_integer, 400, 42, "INVALID_REQUEST"),
+    (row_json_with_arrow_query_params, 400, 42, "INVALID_REQUEST"),
     (row_invalid_topic_name_produce, 400, 17, "INVALID_TOPIC_EXCEPTION"),
     (row_invalid_topic_name_create, 400, 17, "INVALID_TOPIC_EXCEPTION"),
     (row_internal_topic_produce, 400, 17, "INVALID_TOPIC_EXCEPTION"),

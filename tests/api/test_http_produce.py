@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import base64
 import io
 import time
@@ -122,6 +123,21 @@ def test_arrow_form(http, topic):
     assert [x["value"] for x in fetch_all(http, topic, 1)][-2:] == ["m1", "m2"]
 
 
+def test_bodies_parsed_on_the_loop_and_in_the_thread_pool_give_the_same_records(http, topic):
+    """A JSON body over the lane's inline limit is parsed in the thread pool; both paths commit in order."""
+    from api.produce_lane import INLINE_PARSE_BYTES
+
+    small = {"records": [{"value": f"s{i}", "partition": 0} for i in range(10)]}
+    big = {"records": [{"value": f"b{i}-" + "x" * 100, "partition": 0} for i in range(3000)]}
+    assert len(json.dumps(small)) < INLINE_PARSE_BYTES["application/json"] < len(json.dumps(big))
+    for body in (small, big, small):
+        r = http.post(f"/v1/topics/{topic}/records", json=body)
+        assert r.status_code == 200 and r.json()["results"][0]["record_count"] == len(body["records"]), r.text
+    values = [x["value"] for x in fetch_all(http, topic, 0)]
+    assert values == [f"s{i}" for i in range(10)] + [f"b{i}-" + "x" * 100 for i in range(3000)] + \
+        [f"s{i}" for i in range(10)]
+
+
 def test_acks_zero_answers_202_then_commits(http, topic):
     r = http.post(f"/v1/topics/{topic}/records", params={"acks": "0"},
                   json={"records": [{"value": f"x{i}", "partition": 0} for i in range(10)]})
@@ -164,6 +180,8 @@ def test_metrics_expose_the_listed_families(http, topic):
     assert float(line.split()[-1]) >= 3
     assert 'route="/v1/topics/{topic}/records"' in text
     assert 'lakelog_errors_total{error_code="1",error_name="OFFSET_OUT_OF_RANGE"}' in text
+    assert http.post(f"/v1/topics/{topic}/records", json={"records": []}).status_code == 400  # counted by the lane
+    assert 'lakelog_errors_total{error_code="42",error_name="INVALID_REQUEST"}' in http.get("/metrics").text
 
 
 def test_openapi_and_docs(http):

@@ -1,0 +1,161 @@
+"""Produce requests served as plain ASGI: ``POST /v1/topics/{topic}/records`` without FastAPI's stack.
+
+A produce request carries a thousand records or more, and all of its work runs
+under one GIL.  Routed through FastAPI -- its middleware, the search through the
+included routers, dependency resolution, a thread-pool hop for parsing -- the
+request cost about as much interpreter time as parsing its records, and the
+front's produce rate was bound by it (BENCHMARKS.md, HTTP produce findings).
+
+:class:`ProduceLane` is an ASGI middleware placed inside the body limit and the
+request timer; it answers exactly that operation and passes everything else on
+to FastAPI.  :func:`produce` is the one implementation of the operation: the lane
+calls it, and so does the FastAPI route in ``api/routers/records.py``, which
+exists to document the operation in OpenAPI.  Same authentication, ACL, query
+validation, error bodies (``api.errors``) and metrics either way.  The benchmark's
+parse-only endpoint (``POST /v1/bench/parse/{topic}``, mounted only with
+``bench_endpoints``) takes the same lane and stops before queueing, so the HTTP
+ceiling it measures is this path's.
+
+Bodies that parse in about a millisecond or less -- :data:`INLINE_PARSE_BYTES`
+per media type -- are parsed on the event loop: a thread hop costs more than
+parsing them, and the GIL would serialize the parse anyway.  Larger bodies are
+parsed in the thread pool so the loop keeps serving (group heartbeats, health
+checks) while they parse.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
+from urllib.parse import parse_qsl
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from lakelog import errors as E
+
+from api.auth import TOPIC
+from api.errors import error_response
+from api.schemas import INT32_MAX, INT64_MAX
+from api.services.produce import ARROW_STREAM, JSON, ArrowParams, media_type
+
+if TYPE_CHECKING:
+    from starlette.datastructures import State
+    from starlette.routing import BaseRoute
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+ROUTE = "/v1/topics/{topic}/records"
+PARSE_ROUTE = "/v1/bench/parse/{topic}"
+INLINE_PARSE_BYTES = {JSON: 256 << 10, ARROW_STREAM: 4 << 20}  # JSON parses at ~4 us/KiB, Arrow ~0.07 us/KiB
+ACKS = ("all", "-1", "1", "0")
+_LIMITS = {"producer_id": INT64_MAX, "producer_epoch": 32767, "base_sequence": INT32_MAX, "partition": INT32_MAX}
+
+
+def _arrow_params(query: Mapping[str, str]) -> ArrowParams:
+    values: dict[str, int | None] = {}
+    for name, limit in _LIMITS.items():
+        raw = query.get(name)
+        if raw is None:
+            values[name] = None
+            continue
+        try:
+            v = int(raw)
+        except ValueError:
+            raise E.InvalidRequest(f"malformed request: query.{name}: {raw!r} is not an integer") from None
+        if not 0 <= v <= limit:
+            raise E.InvalidRequest(f"malformed request: query.{name}: {v} is outside [0, {limit}]")
+        values[name] = v
+    return ArrowParams(**values)
+
+
+async def produce(state: "State", topic: str, query: Mapping[str, str], authorization: str | None,
+                  content_type: str | None, body: bytes, *, parse_only: bool = False) -> JSONResponse:
+    """Authorize, parse, validate, queue and answer one produce request; raises a KafkaError to refuse it.
+
+    ``parse_only`` (the benchmark's HTTP ceiling) stops before queueing and answers what was parsed.
+    """
+    authorizer = state.authorizer
+    authorizer.authorize(authorizer.authenticate(authorization), "Write", TOPIC, topic)
+    acks = query.get("acks", "all")
+    if acks not in ACKS:
+        raise E.InvalidRequest(f"malformed request: query.acks: {acks!r} is not one of {', '.join(ACKS)}")
+    params = _arrow_params(query)
+    mt = media_type(content_type)
+    if mt == JSON and params != ArrowParams():
+        raise E.InvalidRequest("producer_id, producer_epoch, base_sequence and partition query parameters apply to "
+                               "the Arrow form; the JSON idempotent form carries them in the body")
+    service = state.produce
+    if len(body) <= INLINE_PARSE_BYTES[mt]:
+        prepared = service.prepare(topic, body, content_type, params)
+    else:
+        prepared = await run_in_threadpool(service.prepare, topic, body, content_type, params)
+    if parse_only:
+        return JSONResponse({"topic": topic, "records": prepared.record_count, "batches": len(prepared.batches)})
+    if acks == "0":
+        service.produce_unacknowledged(prepared)
+        return JSONResponse({"topic": topic, "accepted_records": prepared.record_count}, status_code=202)
+    status, payload = service.report(prepared, await service.produce(prepared))
+    return JSONResponse(payload, status_code=status)
+
+
+def _match(scope: "Scope") -> tuple[str, bool] | None:
+    """``(topic, parse_only)`` for ``POST /v1/topics/{topic}/records`` and ``POST /v1/bench/parse/{topic}``."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    parts = scope["path"].split("/")
+    if len(parts) != 5 or parts[0] != "" or parts[1] != "v1":
+        return None
+    if parts[2] == "topics" and parts[4] == "records" and parts[3]:
+        return parts[3], False
+    if parts[2] == "bench" and parts[3] == "parse" and parts[4]:
+        return parts[4], True
+    return None
+
+
+class ProduceLane:
+    """ASGI middleware answering produce requests itself (see the module docstring); thread-confined to the loop."""
+
+    def __init__(self, app: "ASGIApp", state: "State", route: "BaseRoute",
+                 parse_route: "BaseRoute | None" = None) -> None:
+        """``route`` is what the request timer labels a produce request with, as FastAPI's routing would set it;
+        ``parse_route``, when the benchmark endpoints are mounted, the same for the parse-only endpoint."""
+        self.app = app
+        self.state = state
+        self.route = route
+        self.parse_route = parse_route
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        match = _match(scope)
+        if match is None or (match[1] and self.parse_route is None):
+            await self.app(scope, receive, send)
+            return
+        topic, parse_only = match
+        scope["route"] = self.parse_route if parse_only else self.route
+        try:
+            chunks = []
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away: nothing was queued
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            headers: dict[str, str] = {}
+            for name, value in scope["headers"]:
+                if name in (b"authorization", b"content-type"):
+                    headers[name.decode()] = value.decode("latin-1")
+            query: dict[str, Any] = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+            response = await produce(self.state, topic, query, headers.get("authorization"),
+                                     headers.get("content-type"), b"".join(chunks), parse_only=parse_only)
+        except E.KafkaError as e:
+            response = self._refuse(e)
+        except Exception as e:  # answered like FastAPI's handler for the unexpected
+            log.exception("unexpected error on POST %s", scope["path"])
+            response = self._refuse(E.UnknownServerError(f"{type(e).__name__}: {e}"))
+        await response(scope, receive, send)
+
+    def _refuse(self, error: E.KafkaError) -> JSONResponse:
+        self.state.metrics.count_error(error)
+        return error_response(error, self.state.settings.retry_after_s)
