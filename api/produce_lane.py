@@ -26,7 +26,7 @@ checks) while they parse.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
@@ -146,7 +146,7 @@ class ProduceLane:
             for name, value in scope["headers"]:
                 if name in (b"authorization", b"content-type"):
                     headers[name.decode()] = value.decode("latin-1")
-            query: dict[str, Any] = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+            query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
             response = await produce(self.state, topic, query, headers.get("authorization"),
                                      headers.get("content-type"), b"".join(chunks), parse_only=parse_only)
         except E.KafkaError as e:
