@@ -17,10 +17,12 @@ parse-only endpoint (``POST /v1/bench/parse/{topic}``, mounted only with
 ceiling it measures is this path's.
 
 Bodies that parse in about a millisecond or less -- :data:`INLINE_PARSE_BYTES`
-per media type -- are parsed on the event loop: a thread hop costs more than
-parsing them, and the GIL would serialize the parse anyway.  Larger bodies are
-parsed in the thread pool so the loop keeps serving (group heartbeats, health
-checks) while they parse.
+per media type -- are parsed on the event loop against the topic's cached
+metadata: a thread hop costs more than parsing them, and the GIL would serialize
+the parse anyway.  Whatever may read storage -- loading the topic's metadata,
+re-reading it for a partition beyond the cached count, checking an idempotent
+producer's id -- and the parsing of larger bodies run in the thread pool, so the
+loop keeps serving (group heartbeats, health checks) meanwhile.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from lakelog import errors as E
 from api.auth import TOPIC
 from api.errors import error_response
 from api.schemas import INT32_MAX, INT64_MAX
-from api.services.produce import ARROW_STREAM, JSON, ArrowParams, media_type
+from api.services.produce import ARROW_STREAM, JSON, ArrowParams, StaleMetadata, media_type
 
 if TYPE_CHECKING:
     from starlette.datastructures import State
@@ -87,10 +89,19 @@ async def produce(state: "State", topic: str, query: Mapping[str, str], authoriz
         raise E.InvalidRequest("producer_id, producer_epoch, base_sequence and partition query parameters apply to "
                                "the Arrow form; the JSON idempotent form carries them in the body")
     service = state.produce
-    if len(body) <= INLINE_PARSE_BYTES[mt]:
-        prepared = service.prepare(topic, body, content_type, params)
-    else:
+    # On the loop only what needs no storage: a small body, against a cached snapshot.  Loading metadata,
+    # re-reading it for a partition beyond the cached count, and checking producer ids may read storage.
+    snap = service.metadata.peek(topic) if len(body) <= INLINE_PARSE_BYTES[mt] else None
+    prepared = None
+    if snap is not None:
+        try:
+            prepared = service.parse(topic, body, content_type, params, snap)
+        except StaleMetadata:
+            pass
+    if prepared is None:
         prepared = await run_in_threadpool(service.prepare, topic, body, content_type, params)
+    elif prepared.idempotent:
+        await run_in_threadpool(service.check_producers, prepared)
     if parse_only:
         return JSONResponse({"topic": topic, "records": prepared.record_count, "batches": len(prepared.batches)})
     if acks == "0":

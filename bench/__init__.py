@@ -75,6 +75,19 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[rank]
 
 
+def fill_partitions(log, topic: str, partitions: int, per_partition: int, batch: int, make) -> None:
+    """Append ``per_partition`` records to each of ``partitions``, one commit per ``batch`` records;
+    ``make(n, seed)`` builds each batch, with a seed that differs per batch."""
+    seed = 0
+    for p in range(partitions):
+        left = per_partition
+        while left > 0:
+            n = min(batch, left)
+            log.append(topic, make(n, seed), partition=p)
+            seed += 1
+            left -= n
+
+
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub markdown table."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]

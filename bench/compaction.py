@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from bench import BenchContext, BenchResult, Goal, md_table, median
+from bench import BenchContext, BenchResult, Goal, fill_partitions, md_table, median
 
 TITLE = "Maintenance jobs: compaction vs hand-written Spark SQL, incremental pass, retention"
 PARTITIONS = 4
@@ -56,32 +56,16 @@ def _batch(n: int, keys: int, seed: int) -> pa.Table:
                      "timestamp": pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))})
 
 
-def _append(log, topic: str, partition: int, table: pa.Table) -> None:
-    from lakelog.writer.committer import PartitionBatch
-    from lakelog.writer.records import normalize_records
-
-    result = log.append_batches(topic, [PartitionBatch(partition, normalize_records(table))])[0]
-    if isinstance(result, Exception):
-        raise result
-
-
 def _write_topic(log, topic: str, records: int, keys: int) -> None:
     log.create_topic(topic, PARTITIONS, {"cleanup.policy": "compact", "segment.bytes": str(1 << 30)})
-    per = records // PARTITIONS
-    seed = 0
-    for p in range(PARTITIONS):
-        left = per
-        while left > 0:
-            n = min(SEGMENT_RECORDS, left)
-            _append(log, topic, p, _batch(n, keys, seed))
-            seed += 1
-            left -= n
+    fill_partitions(log, topic, PARTITIONS, records // PARTITIONS, SEGMENT_RECORDS,
+                    lambda n, seed: _batch(n, keys, seed))
     _active_segments(log, topic, seed=10_000)
 
 
 def _active_segments(log, topic: str, seed: int) -> None:
     for p in range(PARTITIONS):
-        _append(log, topic, p, _batch(1, 10, seed + p))
+        log.append(topic, _batch(1, 10, seed + p), partition=p)
 
 
 def _hand_written_sql(spark, root, topic: str, paths: list[str], out: Path) -> int:
@@ -174,7 +158,7 @@ def run(ctx: BenchContext) -> BenchResult:
         log = Log(root)
         new = records // 100
         for p in range(PARTITIONS):
-            _append(log, "t", p, _batch(new // PARTITIONS, keys, 20_000 + r * 10 + p))
+            log.append("t", _batch(new // PARTITIONS, keys, 20_000 + r * 10 + p), partition=p)
         _active_segments(log, "t", seed=30_000 + r * 10)
         ctx.progress(f"run {r + 1}/{repeats}: incremental pass after {new:,} new records")
         t0 = time.monotonic()

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from bench import BenchContext, BenchResult, Goal, md_table, median
+from bench import BenchContext, BenchResult, Goal, fill_partitions, md_table, median
 
 TITLE = "Spark reads: format(\"lakelog\") vs spark.read.parquet"
 REPO = Path(__file__).resolve().parent.parent
@@ -64,21 +64,8 @@ def _records(n: int, seed: int) -> pa.Table:
 
 
 def _write_topic(log, topic: str, records: int, batch: int) -> None:
-    from lakelog.writer.committer import PartitionBatch
-    from lakelog.writer.records import normalize_records
-
     log.create_topic(topic, PARTITIONS)
-    per_partition = records // PARTITIONS
-    seed = 0
-    for p in range(PARTITIONS):
-        left = per_partition
-        while left > 0:
-            n = min(batch, left)
-            result = log.append_batches(topic, [PartitionBatch(p, normalize_records(_records(n, seed)))])[0]
-            if isinstance(result, Exception):
-                raise result
-            seed += 1
-            left -= n
+    fill_partitions(log, topic, PARTITIONS, records // PARTITIONS, batch, _records)
 
 
 def _write_many_segments(root, topic: str, segments: int, per_segment: int) -> None:

@@ -129,9 +129,9 @@ class Log:
                            switch_bytes: int | None = None) -> list[PartitionBatch]:
         """Partition records Kafka's way: ``partition`` for all, else :func:`partition_batches`."""
         table = normalize_records(records)
-        n = num_partitions if num_partitions is not None else self.snapshot(topic).partition_count
-        if partition is not None:
+        if partition is not None:  # the committer checks it exists: no snapshot needed here
             return [PartitionBatch(int(partition), table)]
+        n = num_partitions if num_partitions is not None else self.snapshot(topic).partition_count
         return partition_batches(self.sticky, topic, table, n, explicit=explicit, switch_bytes=switch_bytes)
 
     def append(self, topic: str, records, *, partition: int | None = None) -> list[AppendResult]:
@@ -254,5 +254,5 @@ def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, nu
         if switch_bytes is None:
             sticky.on_new_batch(topic, num_partitions, current)
         else:
-            sticky.on_bytes(topic, num_partitions, current, stuck.records.nbytes, switch_bytes)
+            sticky.on_bytes(topic, num_partitions, current, stuck.nbytes, switch_bytes)
     return out

@@ -63,6 +63,10 @@ class ArrowParams:
     partition: int | None = None
 
 
+class StaleMetadata(Exception):
+    """A request names a partition beyond a cached snapshot's count: only a fresh read can tell if it exists."""
+
+
 @dataclass
 class Prepared:
     """A validated request: its batches and the topic state they were checked against."""
@@ -70,6 +74,10 @@ class Prepared:
     topic: str
     batches: list[PartitionBatch]
     log_append_time: bool
+
+    @property
+    def idempotent(self) -> bool:
+        return any(b.idempotent for b in self.batches)
 
     @property
     def record_count(self) -> int:
@@ -134,8 +142,8 @@ def _records_table(records: list[RecordIn], encoding: str, present: frozenset[st
 
 
 class ProduceService:
-    """Turns produce requests into accumulator appends.  Thread-safe: ``prepare`` runs on the event loop for small
-    bodies and in worker threads for large ones (``api.produce_lane``)."""
+    """Turns produce requests into accumulator appends.  Thread-safe: ``parse`` (CPU only) may run on the event
+    loop; ``prepare`` and ``check_producers`` may read storage and run in worker threads (``api.produce_lane``)."""
 
     def __init__(self, log: "Log", accumulator: "RecordAccumulator", metadata: "TopicMetadata",
                  metrics: "Metrics") -> None:
@@ -151,36 +159,56 @@ class ProduceService:
         _records_table(decode_produce(b'{"records": [{"key": "k", "value": "v", "timestamp": 0}]}').records,
                        "utf8", frozenset({"timestamp"}))
 
-    # -- parsing and validation (blocking, CPU-bound) ------------------------
+    # -- parsing and validation -------------------------------------------------------------
     def prepare(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams) -> Prepared:
-        """Parse and validate a whole request; raises the first problem, having queued nothing."""
+        """Parse and validate a whole request, reading storage as needed (blocking: call off the event loop);
+        raises the first problem, having queued nothing."""
+        try:
+            prepared = self.parse(topic, body, content_type, params, self.metadata.get(topic))
+        except StaleMetadata:  # a partition beyond the cached count: the topic may just have grown
+            prepared = self.parse(topic, body, content_type, params, self.metadata.get(topic, fresh=True),
+                                  fresh=True)
+        self.check_producers(prepared)
+        return prepared
+
+    def parse(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams,
+              snap: "TopicSnapshot", *, fresh: bool = False) -> Prepared:
+        """Parse and validate a request against ``snap`` without touching storage (CPU only, any thread).
+
+        A partition at or beyond ``snap``'s count raises :class:`StaleMetadata`, unless ``fresh`` says the
+        snapshot was just read (then ``UNKNOWN_TOPIC_OR_PARTITION``).  Producer ids are not checked here
+        (:meth:`check_producers`).
+        """
         mt = media_type(content_type)
         validate_topic_name(topic)
         if is_internal(topic):
             raise InvalidTopic(f"topic {topic} is internal: it cannot be produced to")
-        snap = self.metadata.get(topic)
-        batches = self._parse_json(topic, body, snap) if mt == JSON else self._parse_arrow(topic, body, snap, params)
+        if mt == JSON:
+            batches = self._parse_json(topic, body, snap, fresh)
+        else:
+            batches = self._parse_arrow(topic, body, snap, fresh, params)
         if not batches:
             raise InvalidRequest(f"the produce request for {topic} holds no records")
         config = snap.config
         for b in batches:
             validate_records(b.records, config, topic=topic, partition=b.partition)
-        pids = {(b.producer_id, b.producer_epoch) for b in batches if b.idempotent}
-        for pid, epoch in pids:
-            self.log.registry.check(pid, epoch)
         return Prepared(topic, batches, config.log_append_time)
 
-    def _partition_count(self, topic: str, snap: "TopicSnapshot", highest: int) -> int:
-        """The partition count, re-read once if ``highest`` looks out of range (it may have just grown)."""
+    def check_producers(self, prepared: Prepared) -> None:
+        """Refuse unknown or fenced producer ids of idempotent batches (may read the producer-id table)."""
+        for pid, epoch in {(b.producer_id, b.producer_epoch) for b in prepared.batches if b.idempotent}:
+            self.log.registry.check(pid, epoch)
+
+    @staticmethod
+    def _check_partition(topic: str, snap: "TopicSnapshot", fresh: bool, highest: int) -> None:
         n = snap.partition_count
         if highest >= n:
-            n = self.metadata.get(topic, fresh=True).partition_count
-            if highest >= n:
-                raise UnknownTopicOrPartition(
-                    f"partition {highest} of topic {topic} does not exist (the topic has {n} partitions)")
-        return n
+            if not fresh:
+                raise StaleMetadata(topic)
+            raise UnknownTopicOrPartition(
+                f"partition {highest} of topic {topic} does not exist (the topic has {n} partitions)")
 
-    def _parse_json(self, topic: str, body: bytes, snap: "TopicSnapshot") -> list[PartitionBatch]:
+    def _parse_json(self, topic: str, body: bytes, snap: "TopicSnapshot", fresh: bool) -> list[PartitionBatch]:
         try:
             req = decode_produce(body)
         except MalformedBody as e:
@@ -189,7 +217,7 @@ class ProduceService:
         if isinstance(req, IdempotentProduce):
             if not req.batches:
                 raise InvalidRequest(f"the produce request for {topic} holds no batches")
-            self._partition_count(topic, snap, max(b.partition for b in req.batches))
+            self._check_partition(topic, snap, fresh, max(b.partition for b in req.batches))
             return [PartitionBatch(b.partition, _records_table(b.records, req.encoding, present), req.producer_id,
                                    req.producer_epoch, b.base_sequence) for b in req.batches]
         records = req.records
@@ -199,10 +227,10 @@ class ProduceService:
         explicit = [r.partition for r in records] if "partition" in present else None
         if explicit is None or all(p is None for p in explicit):
             return self._split(topic, table, None, snap.partition_count)
-        n = self._partition_count(topic, snap, max(p for p in explicit if p is not None))
-        return self._split(topic, table, explicit, n)
+        self._check_partition(topic, snap, fresh, max(p for p in explicit if p is not None))
+        return self._split(topic, table, explicit, snap.partition_count)
 
-    def _parse_arrow(self, topic: str, body: bytes, snap: "TopicSnapshot",
+    def _parse_arrow(self, topic: str, body: bytes, snap: "TopicSnapshot", fresh: bool,
                      params: ArrowParams) -> list[PartitionBatch]:
         try:
             table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
@@ -234,10 +262,10 @@ class ProduceService:
         if fields.partition is not None:
             if explicit is not None:
                 raise InvalidRequest("give the partition either as a query parameter or as a column, not both")
-            self._partition_count(topic, snap, fields.partition)
+            self._check_partition(topic, snap, fresh, fields.partition)
             target: int | None = fields.partition
         elif explicit is not None and explicit[0].null_count == 0 and pc.min(explicit[0]).as_py() == explicit[1]:
-            self._partition_count(topic, snap, explicit[1])
+            self._check_partition(topic, snap, fresh, explicit[1])
             target = explicit[1]
         else:
             target = None
@@ -254,8 +282,8 @@ class ProduceService:
             return [PartitionBatch(target, records)]
         if explicit is None:
             return self._split(topic, records, None, snap.partition_count)
-        n = self._partition_count(topic, snap, explicit[1])
-        return self._split(topic, records, explicit[0].to_pylist(), n)
+        self._check_partition(topic, snap, fresh, explicit[1])
+        return self._split(topic, records, explicit[0].to_pylist(), snap.partition_count)
 
     def _split(self, topic: str, table: pa.Table, explicit: list | None, n: int) -> list[PartitionBatch]:
         """Kafka's partitioner, with the sticky partition moving on after ``batch.size`` bytes (KIP-794)."""

@@ -42,6 +42,13 @@ class TopicMetadata:
                 self._entries[topic] = (time.monotonic(), snap)
             return snap
 
+    def peek(self, topic: str) -> TopicSnapshot | None:
+        """The cached snapshot if it is younger than ``max_age_ms``, else None: never reads storage, never waits
+        for a load in progress (safe on the event loop)."""
+        with self._lock:
+            entry = self._entries.get(topic)
+        return entry[1] if entry is not None and time.monotonic() - entry[0] < self.max_age_s else None
+
     def invalidate(self, topic: str) -> None:
         with self._lock:
             self._entries.pop(topic, None)

@@ -128,12 +128,13 @@ class RecordAccumulator:
             for batches, fut, _, _ in taken:
                 fut.set_result(results[i:i + len(batches)])
                 i += len(batches)
+            taken_bytes = sum(item[3] for item in taken)
             with self._lock:
-                self._buffered -= sum(item[3] for item in taken)
+                self._buffered -= taken_bytes
                 self._drained.notify_all()
             if self.on_commit is not None:
                 ok = [r for r in results if isinstance(r, AppendResult) and not r.duplicate]
-                self.on_commit(topic, sum(r.record_count for r in ok), sum(b.nbytes for b in flat), elapsed)
+                self.on_commit(topic, sum(r.record_count for r in ok), taken_bytes, elapsed)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything appended so far is committed (or failed)."""

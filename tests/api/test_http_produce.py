@@ -138,6 +138,19 @@ def test_bodies_parsed_on_the_loop_and_in_the_thread_pool_give_the_same_records(
         [f"s{i}" for i in range(10)]
 
 
+def test_a_partition_added_by_another_process_is_produced_to_at_once(http, front_log):
+    """The front's cached metadata says 2 partitions; a request for partition 3 makes it read again (off the
+    event loop) instead of refusing it."""
+    t = new_topic(http, 2)
+    assert http.post(f"/v1/topics/{t}/records", json={"records": [{"value": "a", "partition": 1}]}).status_code == 200
+    front_log.alter_topic(t, partitions=4)
+    r = http.post(f"/v1/topics/{t}/records", json={"records": [{"value": "b", "partition": 3}]})
+    assert r.status_code == 200 and r.json()["results"][0]["partition"] == 3, r.text
+    assert [x["value"] for x in fetch_all(http, t, 3)] == ["b"]
+    r = http.post(f"/v1/topics/{t}/records", json={"records": [{"value": "c", "partition": 4}]})
+    assert r.status_code == 404 and r.json()["error_code"] == 3, r.text
+
+
 def test_acks_zero_answers_202_then_commits(http, topic):
     r = http.post(f"/v1/topics/{topic}/records", params={"acks": "0"},
                   json={"records": [{"value": f"x{i}", "partition": 0} for i in range(10)]})
