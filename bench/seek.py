@@ -51,7 +51,7 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
 
     from lakelog import Log
     from lakelog.delta_commit import put_if_absent
-    from lakelog.delta_log import encode_actions
+    from lakelog.delta_log import commit_path, encode_actions
     from lakelog.record_schema import FILE_SCHEMA, TIMESTAMP_TYPE
     from lakelog.topic_snapshot import leo_app
     from lakelog.writer.segment_writer import write_segment
@@ -86,7 +86,7 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
         hw = min(first + per_commit, segments) * records
         version += 1
         now = int(time.time() * 1000)
-        put_if_absent(root, f"topics/{TOPIC}/_delta_log/{version:020d}.json", encode_actions([
+        put_if_absent(root, commit_path(f"topics/{TOPIC}", version), encode_actions([
             {"commitInfo": {"timestamp": now, "operation": "WRITE",
                             "operationParameters": {"mode": "Append", "partitionBy": json.dumps(["partition"])},
                             "lakelog.operation": "append"}},

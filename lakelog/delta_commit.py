@@ -12,6 +12,7 @@ Concurrent appenders see the ``metaData`` action and retry their own commit.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -20,7 +21,7 @@ import os
 import time
 import uuid
 
-from lakelog.delta_log import encode_actions
+from lakelog.delta_log import commit_path, encode_actions
 from lakelog.storage import StorageRoot
 
 
@@ -53,6 +54,10 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
                 os.unlink(tmp)
         except FileExistsError:
             raise CommitConflict(rel_path) from None
+        except OSError:  # e.g. ENOSPC or EACCES: nothing was created, and no temporary file stays behind
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         return
     import boto3
     from botocore.exceptions import ClientError
@@ -132,7 +137,7 @@ def set_table_properties(root: StorageRoot, topic: str, properties: dict[str, st
                 "lakelog.operation": "alter"}
         body = encode_actions([{"commitInfo": info}, {"metaData": meta}])
         try:
-            put_if_absent(root, f"topics/{topic}/_delta_log/{version:020d}.json", body)
+            put_if_absent(root, commit_path(f"topics/{topic}", version), body)
             return version
         except CommitConflict:
             continue

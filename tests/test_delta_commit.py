@@ -66,3 +66,13 @@ def test_without_renameat2_the_hard_link_path_is_put_if_absent_too(root, monkeyp
         put_if_absent(root, "_delta_log/00000000000000000002.json", b"again")
     assert _read(root, "_delta_log/00000000000000000002.json") == b"linked"
     assert _leftovers(root, "_delta_log") == ["00000000000000000002.json"]
+
+
+@pytest.mark.parametrize("root", ["local"], indirect=True)
+def test_a_failed_rename_leaves_no_temporary_file(root) -> None:
+    """Any rename error other than "exists" (here ENAMETOOLONG) propagates, and the temporary file is removed."""
+    root.filesystem.create_dir(root.path_for("_delta_log"), recursive=True)
+    with pytest.raises(OSError) as e:
+        put_if_absent(root, "_delta_log/" + "9" * 300 + ".json", b"x", fsync=False)
+    assert not isinstance(e.value, CommitConflict)
+    assert _leftovers(root, "_delta_log") == []

@@ -195,3 +195,36 @@ def test_arrow_input_and_log_append_time(log):
     recs = log.read("t", 0).to_pylist()
     assert [r["timestampType"] for r in recs] == [1, 1]
     assert recs[0]["value"] == b"x" and recs[1]["key"] is None
+
+
+def test_a_checkpoint_due_while_the_index_is_being_stored_runs_after_it(tmp_path, monkeypatch) -> None:
+    """Checkpoints and index storage share one background thread; a checkpoint falling due while the index
+    is stored (fault-injected: the store waits for a gate) starts after the next commit, not 100 commits later."""
+    import threading
+
+    import lakelog.writer.committer as committer
+
+    gate, storing = threading.Event(), threading.Event()
+    real_store = committer.store_index
+
+    def gated_store(*args, **kwargs):
+        storing.set()
+        assert gate.wait(60)
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(committer, "store_index", gated_store)
+    log = Log(str(tmp_path))
+    log.create_topic("t", 1)
+    due = committer.DEFAULT_CHECKPOINT_INTERVAL
+    for _ in range(due + 1):  # past the checkpoint version, with the index store (due at 64) still held
+        log.append("t", [{"value": b"x"}], partition=0)
+    assert storing.is_set()
+    gate.set()
+    for t in threading.enumerate():
+        if t.name == "lakelog-maintain-t":
+            t.join(60)  # the index store ends; the checkpoint stays due
+    delta_log = tmp_path / "topics" / "t" / "_delta_log"
+    assert not list(delta_log.glob("*.checkpoint.parquet"))
+    log.append("t", [{"value": b"x"}], partition=0)
+    log.close()  # joins the started checkpoint
+    assert list(delta_log.glob("*.checkpoint.parquet")), sorted(p.name for p in delta_log.iterdir())[-5:]

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
 from lakelog.delta_commit import CommitConflict, put_if_absent
-from lakelog.delta_log import Commit, LogTailGone, encode_actions, read_tail
+from lakelog.delta_log import Commit, LogTailGone, commit_path, encode_actions, read_tail
 from lakelog.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.producer_state import BatchMetadata, last_sequence
 from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
@@ -141,6 +141,7 @@ class Committer:
         self._stale = False
         self._direct = DIRECT_COMMITS and root.is_local and _direct_commits_supported(self._dt)
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
+        self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
@@ -155,8 +156,7 @@ class Committer:
             self._dt.update_incremental()
             advance(self.root, self.snapshot, until_version=self._dt.version())
         self._stale = False
-        if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
-            self.persist()
+        self._start_maintenance()
 
     def close(self) -> None:
         """Let a running checkpoint or index store finish, then persist the index as it is now."""
@@ -165,11 +165,17 @@ class Committer:
         self.persist()
 
     def persist(self) -> None:
-        try:
-            self.snapshot.persist(self.root)
+        """Store the index as it is now, on this thread."""
+        if self._store_index(self.snapshot.version, self.snapshot.to_ipc_bytes()):
             self._persisted_version = self.snapshot.version
+
+    def _store_index(self, version: int, data: bytes) -> bool:
+        try:
+            store_index(self.root, self.topic, version, data)
+            return True
         except OSError as e:  # the index is a cache of the log: failing to save it loses nothing
             log.warning("could not persist the index of %s: %s", self.topic, e)
+            return False
 
     def append(self, batches: list[PartitionBatch]) -> list[AppendResult | KafkaError]:
         """Commit ``batches`` in one Delta commit; one result (or error) per batch, in order.
@@ -395,7 +401,7 @@ class Committer:
         for _ in range(MAX_COMMIT_RETRIES):
             version = self.snapshot.version + 1
             try:
-                put_if_absent(self.root, f"topics/{self.topic}/_delta_log/{version:020d}.json", body,
+                put_if_absent(self.root, commit_path(f"topics/{self.topic}", version), body,
                               fsync=False)
             except CommitConflict:
                 try:
@@ -426,35 +432,38 @@ class Committer:
         return None
 
     def _after_direct_commit(self, version: int) -> None:
-        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence.
+        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
+        interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        if version % interval == 0:
+            self._checkpoint_due = version
+        self._start_maintenance()
 
-        Both run on one background thread, one run at a time, off the commit path: a checkpoint replays the
-        table's log, and storing the index creates, renames and deletes files.  Only the
-        index's serialization (an in-memory copy of the snapshot as it is now) stays on this thread.
+    def _start_maintenance(self) -> None:
+        """Start what is due -- a checkpoint, storing the index -- on one background thread, off the commit path.
+
+        One run at a time: while one runs, what is due stays due and starts after a later commit.  A
+        checkpoint replays the table's log and storing the index creates, renames and deletes files; only
+        the index's serialization (an in-memory copy of the snapshot as it is now) stays on this thread.
         """
         if self._maintainer is not None and self._maintainer.is_alive():
-            return  # what is due now is still due after the running one (a checkpoint: at the next interval)
-        interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-        checkpoint = version % interval == 0
+            return
+        checkpoint, self._checkpoint_due = self._checkpoint_due, None
         index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
             self._persisted_version = self.snapshot.version
-        if checkpoint or index:
+        if checkpoint is not None or index:
             # Not a daemon thread, so the interpreter lets a started checkpoint finish before it exits.
-            self._maintainer = threading.Thread(target=self._maintain, args=(version, checkpoint, index),
+            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index),
                                                 name=f"lakelog-maintain-{self.topic}")
             self._maintainer.start()
 
-    def _maintain(self, version: int, checkpoint: bool, index: tuple[int, bytes] | None) -> None:
+    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None) -> None:
         _lower_thread_priority()  # a checkpoint's CPU must not delay the appends acknowledged meanwhile
         if index is not None:
-            try:
-                store_index(self.root, self.topic, *index)
-            except OSError as e:  # the index is a cache of the log: failing to save it loses nothing
-                log.warning("could not persist the index of %s: %s", self.topic, e)
-        if checkpoint:
-            self._checkpoint(version)
+            self._store_index(*index)
+        if checkpoint is not None:
+            self._checkpoint(checkpoint)
 
     def _checkpoint(self, version: int) -> None:
         """A Delta checkpoint at the latest version, then expired-log cleanup (delta-rs, through ``_dt``)."""
