@@ -153,11 +153,14 @@ def rebalance_series(url: str, strategy: str, members: int, partitions: int, rep
     group = f"bench-{strategy}"
     names = iter(f"{strategy}-m{i}" for i in range(10_000))
     live: dict[str, Member] = {}
+    started: list[Member] = []  # every member, the ones that left or died included: all must end without error
+    leaving: list[threading.Thread] = []
 
     def start(n: int = 1) -> list[Member]:
         new = [Member(url, group, topic, strategy, board, next(names), session_ms) for _ in range(n)]
         for m in new:
             live[m.name] = m
+            started.append(m)
             m.start()
         return new
 
@@ -173,7 +176,8 @@ def rebalance_series(url: str, strategy: str, members: int, partitions: int, rep
             out["join"].append(board.settled(set(live), joiner.started_at))
             leaver = live.pop(next(iter(live)))
             t0 = time.perf_counter()
-            threading.Thread(target=leaver.stop, daemon=True).start()
+            leaving.append(threading.Thread(target=leaver.stop, daemon=True))
+            leaving[-1].start()
             out["leave"].append(board.settled(set(live), t0))
             start()
             board.settled(set(live), time.perf_counter(), timeout=120)
@@ -188,7 +192,9 @@ def rebalance_series(url: str, strategy: str, members: int, partitions: int, rep
             m.halt.set()
         for m in live.values():
             m.stop()
-    errors = [m.error for m in live.values() if m.error is not None]
+        for t in leaving:
+            t.join(60)
+    errors = [m.error for m in started if m.error is not None]
     if errors:
         raise RuntimeError(f"a member failed: {errors[0]!r}")
     return out

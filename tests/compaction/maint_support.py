@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_cluster import SPARK_ENV  # noqa: F401  (re-exported to this directory's tests)
+
 REPO = Path(__file__).resolve().parents[2]
-SPARK_ENV = {"SPARK_CONF_DIR": str(REPO / "conf"), "PYSPARK_PYTHON": sys.executable,
-             "PYSPARK_DRIVER_PYTHON": sys.executable}
 T0 = 1_700_000_000_000  # epoch ms of the first record in most histories
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from lakelog.compaction.compaction_job import run_compaction
 from lakelog.compaction.merge_job import run_merge
 from lakelog.compaction.retention_job import run_retention
 from lakelog.compaction.vacuum_job import list_segment_files, run_vacuum
+from lakelog.storage import StorageRoot
 from lakelog.topic_snapshot import rebuild_from_delta
 
 from maint_support import REPO, SPARK_ENV, T0, check_contiguous, table_rows
@@ -79,7 +81,7 @@ def test_retention_killed_at_each_point(local_root, point):
         assert table_rows(Log(local_root), "t", p) == [(2, b"k", b"2")]
 
 
-def test_retention_killed_at_random_instants(local_root):
+def test_retention_killed_at_random_instants(local_root, tmp_path):
     log = Log(local_root)
     log.create_topic("t", 4, {"retention.ms": "1000"})
     for i in range(6):
@@ -89,10 +91,18 @@ def test_retention_killed_at_random_instants(local_root):
     started = time.monotonic()
     assert run_job_process("retention.py", local_root, "t", "--dry-run") == 0
     planning = time.monotonic() - started  # start-up and planning: a real run takes longer
+    copy = StorageRoot.resolve(str(tmp_path / "copy"))
+    shutil.copytree(local_root.uri, copy.uri)
+    started = time.monotonic()
+    assert run_job_process("retention.py", copy, "t") == 0
+    full = time.monotonic() - started  # a whole run, commit included, on an identical copy
     rng = random.Random(5)
+    # The first kill lands while planning (always mid-job); the others anywhere up to the end of a whole run,
+    # so they can also hit the files-written and commit steps.
+    kill_at = [rng.uniform(0.5, 1.0) * planning] + [rng.uniform(planning, full) for _ in range(3)]
     codes = []
-    for _ in range(3):
-        codes.append(run_job_process("retention.py", local_root, "t", kill_after_s=rng.uniform(0.5, 1.0) * planning))
+    for t in kill_at:
+        codes.append(run_job_process("retention.py", local_root, "t", kill_after_s=t))
         check_consistent(local_root, "t")
     assert -signal.SIGKILL in codes, f"no run was killed mid-job (exit codes {codes})"
     run_retention(local_root, ["t"])

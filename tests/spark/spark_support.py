@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from spark_cluster import SPARK_ENV  # noqa: F401  (re-exported to this directory's tests)
+
 REPO = Path(__file__).resolve().parents[2]
-SPARK_ENV = {"SPARK_CONF_DIR": str(REPO / "conf"), "PYSPARK_PYTHON": sys.executable,
-             "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 
 def storage_options(root) -> dict[str, str]:
