@@ -136,19 +136,14 @@ class Board:
         raise RuntimeError(f"the group did not settle within {timeout:.0f} s")
 
 
-def _new_topic(url: str, name: str, partitions: int) -> None:
-    import httpx
-
-    r = httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": partitions}, timeout=60)
-    if r.status_code != 201:
-        raise RuntimeError(f"create topic: {r.status_code} {r.text}")
-
-
 def rebalance_series(url: str, strategy: str, members: int, partitions: int, repeats: int,
                      progress, session_ms: int = SESSION_MS) -> dict[str, list[float]]:
     """Join, leave and death latencies (seconds) of ``repeats`` events each."""
     topic = f"rebalance-{strategy}"
-    _new_topic(url, topic, partitions)
+    from lakelog.client import Admin
+
+    with Admin(url) as admin:
+        admin.create_topic(topic, partitions)
     board = Board(partitions)
     group = f"bench-{strategy}"
     names = iter(f"{strategy}-m{i}" for i in range(10_000))

@@ -285,10 +285,11 @@ def _best(runs: list[Run]) -> Run:
 
 
 def _create_topic(url: str) -> str:
+    from lakelog.client import Admin
+
     name = f"perf-{random.randrange(1 << 40):x}"
-    r = httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": PARTITIONS}, timeout=60)
-    if r.status_code != 201:
-        raise RuntimeError(f"create topic: {r.status_code} {r.text}")
+    with Admin(url, timeout=60) as admin:
+        admin.create_topic(name, PARTITIONS)
     return name
 
 

@@ -27,7 +27,6 @@ import datetime
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import quote
 
 from lakelog.cli.global_options import non_negative_int, open_log
 from lakelog.cli.output import print_json, print_table
@@ -158,7 +157,7 @@ class RootSource:
     def store(self, create: bool = False):
         from lakelog.consumer_offsets import OFFSETS_TOPIC, OffsetStore
 
-        if self._store is None and (create or OFFSETS_TOPIC in self.log.list_topics(include_internal=True)):
+        if self._store is None and (create or self.log.catalog.exists(OFFSETS_TOPIC)):
             self._store = OffsetStore(self.log)
         return self._store
 
@@ -166,7 +165,7 @@ class RootSource:
         store = self.store()
         if store is None:
             return []
-        saved = store.load_groups()
+        saved = store.load_groups(refresh=False)  # the store read the topic when it was opened
         names = set(store.list_groups(refresh=False)) | set(saved)
         return sorted((g, _saved_state(saved.get(g))) for g in names)
 
@@ -177,7 +176,7 @@ class RootSource:
         store = self.store()
         if store is None:
             return None
-        md = store.load_groups().get(group)
+        md = store.load_groups(refresh=False).get(group)
         offsets = {(e.topic, e.partition): e.offset for e in store.fetch(group, refresh=False)}
         if md is None and not offsets:
             return None
@@ -225,18 +224,15 @@ class FrontSource:
     live = True
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from lakelog.client.transport import Transport
+        from lakelog.client.admin import Admin
 
         self.args = args
-        self.http = Transport(args.bootstrap, token=os.environ.get("LAKELOG_TOKEN") or None)
+        self.admin = Admin(args.bootstrap, token=os.environ.get("LAKELOG_TOKEN") or None)
         self._log = None
-
-    def _path(self, group: str) -> str:
-        return f"/v1/groups/{quote(group, safe='')}"
 
     def list_groups(self) -> list[tuple[str, str]]:
         out = []
-        for g in self.http.json("GET", "/v1/groups")["groups"]:
+        for g in self.admin.list_groups():
             view = self.describe(g)
             out.append((g, view.state if view else "Dead"))
         return out
@@ -245,7 +241,7 @@ class FrontSource:
         from lakelog.errors import GroupIdNotFound
 
         try:
-            d = self.http.json("GET", self._path(group))
+            d = self.admin.describe_group(group)
         except GroupIdNotFound:
             return None
         members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
@@ -255,7 +251,7 @@ class FrontSource:
                          {(o["topic"], o["partition"]): o["offset"] for o in d["offsets"]})
 
     def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        d = self.http.json("GET", f"/v1/topics/{quote(topic, safe='')}")
+        d = self.admin.describe_topic(topic)
         return {p["partition"]: (p["log_start_offset"], p["high_watermark"]) for p in d["partitions"]}
 
     def offsets_for_time(self, topic: str, partitions: list[int], ms: int) -> dict[int, int | None]:
@@ -264,21 +260,19 @@ class FrontSource:
             from lakelog.cli.global_options import key_values
             from lakelog.log import Log
 
-            root = self.args.root or self.http.json("GET", "/v1/health")["root"]
+            root = self.args.root or self.admin.transport.json("GET", "/v1/health")["root"]
             self._log = Log(root, storage_options=key_values(self.args.storage_options))
         return self._log.offsets_for_times(topic, {p: ms for p in partitions})
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.http.json("POST", f"{self._path(group)}/offsets",
-                       json={"offsets": [{"topic": t, "partition": p, "offset": o}
-                                         for (t, p), o in sorted(offsets.items())]})
+        self.admin.commit_offsets(group, [(t, p, o) for (t, p), o in sorted(offsets.items())])
 
     def delete(self, group: str) -> int:
         from lakelog.errors import GroupIdNotFound
 
         if self.describe(group) is None:
             raise GroupIdNotFound(f"group {group} does not exist")
-        return self.http.json("DELETE", self._path(group))["deleted_offsets"]
+        return self.admin.delete_group(group)
 
 
 def open_source(args: argparse.Namespace) -> GroupSource:

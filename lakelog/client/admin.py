@@ -86,6 +86,10 @@ class Admin:
     def list_groups(self) -> list[str]:
         return self.transport.json("GET", "/v1/groups")["groups"]
 
+    def describe_group(self, group: str) -> dict:
+        """Kafka's DescribeGroups: state, protocol, generation, members with assignments, committed offsets."""
+        return self.transport.json("GET", f"/v1/groups/{_q(group)}")
+
     def delete_group(self, group: str) -> int:
         return self.transport.json("DELETE", f"/v1/groups/{_q(group)}")["deleted_offsets"]
 

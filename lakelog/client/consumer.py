@@ -388,29 +388,25 @@ class Consumer:
             raise InvalidRequest(f"{tp} is not assigned to this consumer")
         return tp
 
-    def _reset(self, tp: TopicPartition, strategy: str | None = None) -> int:
+    def _resets(self, tps: Iterable[TopicPartition], strategy: str | None = None) -> dict[TopicPartition, int]:
+        """Reset offsets by ``strategy`` (default ``auto_offset_reset``), one offset lookup per topic."""
+        tps = list(tps)
         strategy = strategy or self.auto_offset_reset
-        if strategy == "none":
-            raise OffsetOutOfRange(f"no valid position for {tp} in group {self.group_id} and "
+        if strategy == "none" and tps:
+            raise OffsetOutOfRange(f"no valid position for {tps[0]} in group {self.group_id} and "
                                    f"auto_offset_reset is 'none'")
-        return self._log.list_offsets(tp.topic, strategy)[tp.partition]
+        by_topic = {t: self._log.list_offsets(t, strategy) for t in {tp.topic for tp in tps}}
+        return {tp: by_topic[tp.topic][tp.partition] for tp in tps}
 
     def _initial_positions(self) -> None:
         missing = [tp for tp in self._assignment if tp not in self._positions]
         if not missing:
             return
         committed = self._fetch_committed({tp.topic for tp in missing}) if self.group_id and self._http else {}
-        resets: dict[str, dict[int, int]] = {}  # one offset lookup per topic, not per partition
-        for tp in sorted(missing):
+        resets = self._resets(tp for tp in sorted(missing) if committed.get(tp) is None)
+        for tp in missing:
             off = committed.get(tp)
-            if off is not None:
-                self._positions[tp] = off.offset
-                continue
-            if self.auto_offset_reset == "none":
-                self._reset(tp)  # raises OFFSET_OUT_OF_RANGE
-            if tp.topic not in resets:
-                resets[tp.topic] = self._log.list_offsets(tp.topic, self.auto_offset_reset)
-            self._positions[tp] = resets[tp.topic][tp.partition]
+            self._positions[tp] = off.offset if off is not None else resets[tp]
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record this consumer will return for ``tp``."""
@@ -428,17 +424,17 @@ class Consumer:
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Seek to the log start offset (every assigned partition if none is given)."""
-        for tp in partitions or sorted(self._assignment):
-            tp = self._check_assigned(tp)
-            self._positions[tp] = self._reset(tp, "earliest")
+        self._seek_by(partitions, "earliest")
+
+    def _seek_by(self, partitions, strategy: str) -> None:
+        tps = [self._check_assigned(tp) for tp in partitions or sorted(self._assignment)]
+        for tp, offset in self._resets(tps, strategy).items():
+            self._positions[tp] = offset
             self._fetcher.drop(tp)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         """Seek to the high watermark (every assigned partition if none is given)."""
-        for tp in partitions or sorted(self._assignment):
-            tp = self._check_assigned(tp)
-            self._positions[tp] = self._reset(tp, "latest")
-            self._fetcher.drop(tp)
+        self._seek_by(partitions, "latest")
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning records of these partitions (their buffers and positions are kept)."""
@@ -451,11 +447,11 @@ class Consumer:
         return set(self._paused)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._log.list_offsets(tp.topic, "earliest")[tp.partition] for tp in map(_tp, partitions)}
+        return self._resets(map(_tp, partitions), "earliest")
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermarks: the offset the next record of each partition will get."""
-        return {tp: self._log.list_offsets(tp.topic, "latest")[tp.partition] for tp in map(_tp, partitions)}
+        return self._resets(map(_tp, partitions), "latest")
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """First offset whose timestamp >= the given epoch ms, per partition (None if there is none)."""
@@ -511,7 +507,7 @@ class Consumer:
             try:
                 records, self._positions[tp] = self._fetcher.take(tp, self._positions[tp], budget)
             except OffsetOutOfRange:
-                self._positions[tp] = self._reset(tp)  # e.g. retention removed our position ('none' raises)
+                self._positions[tp] = self._resets([tp])[tp]  # e.g. retention removed our position ('none' raises)
                 continue
             if records is not None and records.num_rows:
                 out[tp] = records
