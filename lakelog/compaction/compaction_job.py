@@ -25,8 +25,8 @@ reading and writing:
    (:mod:`lakelog.compaction.rewrite`).
 
 A pass is incremental: the map comes from the dirty records only, the clean
-section is read (keys and offsets; values only where tombstones may be) but
-nothing of it moves unless it loses records, and untouched segments are
+section is read on the executors (each segment once, whole, for deciding and
+rewriting) but nothing of it moves unless it loses records, and untouched segments are
 neither rewritten nor re-committed.  No record passes through the driver or
 a shuffle: only keys with their latest offsets do, and the new files' adds.
 """
@@ -49,7 +49,7 @@ from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
-                                               read_stamped, rewrite_group)
+                                               no_file_fields, read_stamped, rewrite_group)
 from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys, slice_count
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
@@ -196,13 +196,20 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     """
     rng = chunk.range
     outcomes = []
-    cache = {}  # the chunk's segments, read once for assessing and rewriting (a chunk is at most CHUNK_BYTES)
+    if not chunk.segments:
+        return []
+    # the chunk's segments, read once for assessing and rewriting (a chunk is at most CHUNK_BYTES)
+    cache = {seg.path: read_stamped(root, topic, seg) for seg in chunk.segments}
+    keys = [cache[seg.path][0].column("key").combine_chunks() for seg in chunk.segments]
+    latest = key_map.latest(chunk.partition, pa.concat_arrays(keys))  # one lookup: the map's hash set built once
     keeps = {}  # each segment's keep mask: decided once, reused by the rewrite
-    for seg in chunk.segments:
-        table, stamps = cache[seg.path] = read_stamped(root, topic, seg)
+    at = 0
+    for seg, seg_keys in zip(chunk.segments, keys):
+        table, stamps = cache[seg.path]
         tombs = pc.is_null(table.column("value")).combine_chunks() if stamps.may_have_tombstones else None
-        d = decide(table.column("offset").combine_chunks(), table.column("key").combine_chunks(), tombs, stamps,
-                   key_map, chunk.partition, rng)
+        d = decide(table.column("offset").combine_chunks(), seg_keys, tombs, stamps, key_map, chunk.partition, rng,
+                   latest=latest.slice(at, len(seg_keys)))
+        at += len(seg_keys)
         keeps[seg.path] = d.keep
         outcomes.append(SegmentOutcome(seg, d.kept, d.dropped, d.unstamped))
 
@@ -212,11 +219,8 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
                              starts_partition=chunk.starts_partition and segs[0] == chunk.segments[0])
         # decide() is per record, and a group's records are its segments' in order: its mask is theirs joined
         keep = np.concatenate([keeps[s.path] for s in segs])
-        fields = rewrite_group(root, topic, group, select=lambda _records, _stamps, keep=keep: keep, pass_ms=pass_ms,
-                               cache=cache)
-        rows.append({**(fields or {"group_id": i, "path": None, "size": 0, "modification_time": 0, "stats": None,
-                                   "partition": chunk.partition, "records": 0}),
-                     "replaced": [s.path for s in segs]})
+        fields = rewrite_group(root, topic, group, keep=keep, pass_ms=pass_ms, cache=cache)
+        rows.append({**(fields or no_file_fields(group)), "replaced": [s.path for s in segs]})
     return rows
 
 

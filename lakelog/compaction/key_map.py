@@ -92,15 +92,18 @@ class Decision:
 
 
 def decide(offsets: pa.Array, keys: pa.Array, tombstones: pa.Array | None, stamps: TombstoneStamps,
-           key_map: KeyMap, partition: int, rng: CleaningRange) -> Decision:
+           key_map: KeyMap, partition: int, rng: CleaningRange, latest: pa.Array | None = None) -> Decision:
     """Apply the cleaner's rule (module doc) to one segment's records.
 
-    ``tombstones``: null-value mask, or None when the file is known to hold none.
+    ``tombstones``: null-value mask, or None when the file is known to hold none.  ``latest``:
+    ``key_map.latest(partition, keys)`` if the caller looked it up already (one lookup for many segments
+    builds the map's hash set once).
     """
     o = offsets.to_numpy(zero_copy_only=False)
     in_range = (o >= rng.log_start_offset) & (o < rng.end_offset)
     has_key = keys.is_valid().to_numpy(zero_copy_only=False)
-    latest = key_map.latest(partition, keys)
+    if latest is None:
+        latest = key_map.latest(partition, keys)
     superseded = pc.fill_null(pc.less(offsets, latest), False).to_numpy(zero_copy_only=False)
     survives = has_key & ~superseded
     stamp = np.zeros(len(o), dtype=bool)

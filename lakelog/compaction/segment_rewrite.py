@@ -23,7 +23,6 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -83,19 +82,19 @@ def read_group(root: StorageRoot, topic: str, group: RewriteGroup,
 
 
 def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *,
-                  select: Callable[[pa.Table, TombstoneStamps], np.ndarray] | None = None,
+                  keep: np.ndarray | None = None,
                   pass_ms: int | None = None,
                   cache: dict[str, tuple[pa.Table, TombstoneStamps]] | None = None) -> dict | None:
     """Write the group's surviving records as one segment; return its add fields, or None if no file.
 
-    ``select(records, stamps)``: the keep mask (None keeps every record, as a merge does).
+    ``keep``: the keep mask over the group's records in offset order (None keeps every record, as a merge does).
     ``pass_ms``: the cleaning pass's time, stamped on surviving tombstones not
     stamped yet (None for a merge, which stamps nothing new).
     ``cache``: segments already read, by path (see :func:`read_group`).
     """
     table, stamps = read_group(root, topic, group, cache)
-    if select is not None:
-        table = table.filter(pa.array(select(table, stamps)))
+    if keep is not None:
+        table = table.filter(pa.array(keep))
     tomb_offsets = table.column("offset").filter(pc.is_null(table.column("value"))).to_numpy()
     covered, times = stamps.pass_times_array(tomb_offsets)
     if pass_ms is not None:
@@ -134,6 +133,12 @@ def _fields(group: RewriteGroup, add, records: int = 0) -> dict:
     return {"group_id": group.group_id, "path": add.path, "size": add.size,
             "modification_time": add.modification_time, "stats": add.stats, "partition": group.partition,
             "records": records}
+
+
+def no_file_fields(group: RewriteGroup) -> dict:
+    """The result row of a group that kept nothing and left no file (``path`` None)."""
+    return {"group_id": group.group_id, "path": None, "size": 0, "modification_time": 0, "stats": None,
+            "partition": group.partition, "records": 0}
 
 
 def add_action(fields: dict):

@@ -19,7 +19,6 @@ and cannot disagree with it.  Pure functions; thread-safe.
 
 from __future__ import annotations
 
-import bisect
 import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -36,15 +35,13 @@ class TombstoneStamps:
 
     def pass_times(self, offsets: Sequence[int]) -> list[int | None]:
         """For each offset (any order), the time of the pass that first cleaned its tombstone, or None."""
-        firsts = [r[0] for r in self.runs]
-        out: list[int | None] = []
-        for o in offsets:
-            i = bisect.bisect_right(firsts, o) - 1
-            out.append(self.runs[i][2] if i >= 0 and self.runs[i][0] <= o <= self.runs[i][1] else None)
-        return out
+        import numpy as np
+
+        covered, times = self.pass_times_array(np.asarray(offsets, dtype=np.int64))
+        return [int(t) if c else None for c, t in zip(covered, times)]
 
     def pass_times_array(self, offsets: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-        """Vectorised :meth:`pass_ms`: (covered mask, pass times -- meaningful where covered)."""
+        """Vectorised :meth:`pass_times`: (covered mask, pass times -- meaningful where covered)."""
         import numpy as np
 
         if not self.runs or len(offsets) == 0:
