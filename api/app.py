@@ -2,7 +2,7 @@
 
 The lifespan owns every shared object -- the :class:`~lakelog.Log`, the
 group-commit :class:`~lakelog.RecordAccumulator`, the
-:class:`~lakelog.consumer_offsets.OffsetStore`, the topic metadata cache --
+:class:`~lakelog.group.consumer_offsets.OffsetStore`, the topic metadata cache --
 and closes them on shutdown (pending appends are committed first).  Nothing is
 global: two apps in one process share nothing.
 """
@@ -20,9 +20,9 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from lakelog import Log, __version__
-from lakelog.consumer_offsets import OffsetStore
+from lakelog.group.consumer_offsets import OffsetStore
 from lakelog.errors import KafkaError
-from lakelog.group_coordinator import GroupCoordinator
+from lakelog.group.group_coordinator import GroupCoordinator
 
 from api.auth import Authorizer
 from api.body_limit import BodyLimit

@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from lakelog import Log
-from lakelog.consumer_offsets import OffsetStore
+from lakelog.group.consumer_offsets import OffsetStore
 
 from api.auth import GROUP, TOPIC, Authorizer, Principal
 from api.metrics import Metrics

@@ -41,7 +41,7 @@ class Settings:
 
     def coordinator_config(self):
         """The group coordinator's settings (Kafka's ``group.*`` broker keys)."""
-        from lakelog.group_coordinator import CoordinatorConfig
+        from lakelog.group.group_coordinator import CoordinatorConfig
 
         return CoordinatorConfig(group_min_session_timeout_ms=self.group_min_session_timeout_ms,
                                  group_max_session_timeout_ms=self.group_max_session_timeout_ms,

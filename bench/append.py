@@ -68,7 +68,7 @@ def make_batch(n: int, seed: int = 0) -> pa.Table:
 
 def as_table_rows(batch: pa.Table) -> pa.Table:
     """``batch`` in the topic table's schema (what lakelog would store), for write_deltalake."""
-    from lakelog.record_schema import TABLE_SCHEMA, TIMESTAMP_TYPE
+    from lakelog.storage.record_schema import TABLE_SCHEMA, TIMESTAMP_TYPE
 
     n = batch.num_rows
     return pa.table({
@@ -206,8 +206,8 @@ _PIECES = [
     ("  our Delta log tail replay", "lakelog.writer.committer", "", "advance"),
     ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.committer", "Committer", "_commit_direct"),
     ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_if_absent"),
-    ("  index/snapshot update", "lakelog.topic_snapshot", "TopicSnapshot", "apply"),
-    ("serialise the Arrow index (every 64 commits)", "lakelog.topic_snapshot", "TopicSnapshot", "to_ipc_bytes"),
+    ("  index/snapshot update", "lakelog.storage.topic_snapshot", "TopicSnapshot", "apply"),
+    ("serialise the Arrow index (every 64 commits)", "lakelog.storage.topic_snapshot", "TopicSnapshot", "to_ipc_bytes"),
     ("store the Arrow index (background thread)", "lakelog.writer.committer", "", "store_index"),
     ("delta-rs checkpoint every 100 versions (direct: background thread)", "deltalake", "DeltaTable",
      "create_checkpoint"),
@@ -287,7 +287,7 @@ def json_like_batch(n: int, seed: int = 0) -> pa.Table:
 
 def codec_comparison(workdir: Path, batches: dict[str, pa.Table], repeats: int) -> list[list[object]]:
     """Write/read speed and size of one segment per payload kind and compression codec (new file per write)."""
-    from lakelog.record_schema import FILE_SCHEMA
+    from lakelog.storage.record_schema import FILE_SCHEMA
     from lakelog.writer.segment_writer import ROW_GROUP_SIZE, STATS_COLUMNS
 
     rows = []

@@ -86,10 +86,10 @@ def _retention_topic(root, topic: str, segments: int) -> int:
     from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.transaction import AddAction
 
-    from lakelog.catalog import Catalog
-    from lakelog.record_schema import TABLE_SCHEMA
-    from lakelog.segment_index import segment_file_name
-    from lakelog.topic_snapshot import leo_app
+    from lakelog.storage.catalog import Catalog
+    from lakelog.storage.record_schema import TABLE_SCHEMA
+    from lakelog.storage.segment_index import segment_file_name
+    from lakelog.storage.topic_snapshot import leo_app
     from lakelog.writer.segment_writer import _iso_ms
 
     Catalog(root).create(topic, PARTITIONS, {"retention.ms": "3600000"})
@@ -119,12 +119,12 @@ def _retention_topic(root, topic: str, segments: int) -> int:
 
 def run(ctx: BenchContext) -> BenchResult:
     from lakelog import Log
-    from lakelog.catalog import Catalog
+    from lakelog.storage.catalog import Catalog
     from lakelog.compaction.compaction_job import run_compaction
     from lakelog.compaction.compaction_plan import plan_cleaning
     from lakelog.compaction.retention_job import run_retention
     from lakelog.compaction.spark_session import build_session
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     records = ctx.size(10_000_000, 200_000)
     keys = ctx.size(100_000, 2_000)

@@ -217,7 +217,7 @@ def build_topic(root: str, records_per_partition: int, append_records: int) -> l
 def scan_pyarrow(paths: list[str]) -> tuple[int, float]:
     import pyarrow.parquet as pq
 
-    from lakelog.record_schema import FILE_SCHEMA
+    from lakelog.storage.record_schema import FILE_SCHEMA
 
     t0 = time.perf_counter()
     rows = sum(pq.read_table(p, columns=FILE_SCHEMA.names).num_rows for p in paths)

@@ -50,10 +50,10 @@ def build_topic(root_dir: Path, segments: int, per_commit: int, records: int) ->
     from deltalake import DeltaTable
 
     from lakelog import Log
-    from lakelog.delta_commit import put_if_absent
-    from lakelog.delta_log import commit_path, encode_actions
-    from lakelog.record_schema import FILE_SCHEMA, TIMESTAMP_TYPE
-    from lakelog.topic_snapshot import leo_app
+    from lakelog.storage.delta_commit import put_if_absent
+    from lakelog.storage.delta_log import commit_path, encode_actions
+    from lakelog.storage.record_schema import FILE_SCHEMA, TIMESTAMP_TYPE
+    from lakelog.storage.topic_snapshot import leo_app
     from lakelog.writer.segment_writer import write_segment
 
     log = Log(str(root_dir))

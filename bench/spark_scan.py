@@ -72,9 +72,9 @@ def _write_many_segments(root, topic: str, segments: int, per_segment: int) -> N
     """A one-partition topic of ``segments`` small segment files, committed 1,000 adds at a time."""
     from deltalake import CommitProperties, DeltaTable, Transaction
 
-    from lakelog.catalog import Catalog
-    from lakelog.record_schema import FILE_SCHEMA, TABLE_SCHEMA
-    from lakelog.topic_snapshot import leo_app, load_snapshot
+    from lakelog.storage.catalog import Catalog
+    from lakelog.storage.record_schema import FILE_SCHEMA, TABLE_SCHEMA
+    from lakelog.storage.topic_snapshot import leo_app, load_snapshot
     from lakelog.writer.segment_writer import write_segment
 
     Catalog(root).create(topic, 1)

@@ -7,14 +7,14 @@ The public API::
 
 # Names resolve lazily (PEP 562) so ``import lakelog.errors`` or ``lakelog --help`` do not pay for pyarrow/deltalake.
 _EXPORTS = {
-    "PartitionInfo": "lakelog.catalog", "TopicDescription": "lakelog.catalog",
+    "PartitionInfo": "lakelog.storage.catalog", "TopicDescription": "lakelog.storage.catalog",
     "KafkaError": "lakelog.errors", "error_for_code": "lakelog.errors",
     "Log": "lakelog.log",
-    "ProducerIdentity": "lakelog.producer_ids",
+    "ProducerIdentity": "lakelog.storage.producer_ids",
     "FetchResult": "lakelog.reader.log_reader",
-    "Segment": "lakelog.segment_index",
-    "StorageRoot": "lakelog.storage",
-    "TOPIC_CONFIGS": "lakelog.topic_config", "TopicConfig": "lakelog.topic_config",
+    "Segment": "lakelog.storage.segment_index",
+    "StorageRoot": "lakelog.storage.storage_root",
+    "TOPIC_CONFIGS": "lakelog.storage.topic_config", "TopicConfig": "lakelog.storage.topic_config",
     "RecordAccumulator": "lakelog.writer.accumulator",
     "AppendResult": "lakelog.writer.committer", "PartitionBatch": "lakelog.writer.committer",
 }

@@ -288,7 +288,7 @@ def maintenance(demo: Demo) -> None:
             print(r["offset"], r["key"], r["value"])
     """)
     demo.shell("lakelog maintain --once --dry-run --topic customers")
-    from lakelog.maintenance import job_environment, spark_submit_path
+    from lakelog.compaction.maintenance import job_environment, spark_submit_path
 
     command = f"spark-submit jobs/compact.py --root ./{demo.root.name} --topic customers"
     print(f"$ {command}", flush=True)

@@ -20,14 +20,14 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.catalog import Catalog, TopicDescription
+from lakelog.storage.catalog import Catalog, TopicDescription
 from lakelog.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
-from lakelog.partitioner import StickyPartitioner, partitions_for_keys
-from lakelog.producer_ids import ProducerIdentity, ProducerRegistry
+from lakelog.writer.partitioner import StickyPartitioner, partitions_for_keys
+from lakelog.storage.producer_ids import ProducerIdentity, ProducerRegistry
 from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, resolve_offset
-from lakelog.segment_index import Segment
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import TopicSnapshot, advance, load_snapshot, lso_app
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import TopicSnapshot, advance, load_snapshot, lso_app
 from lakelog.writer.accumulator import RecordAccumulator
 from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
@@ -53,7 +53,7 @@ class Log:
         return self.catalog.list(include_internal)
 
     def describe_topic(self, name: str) -> TopicDescription:
-        from lakelog.catalog import describe_snapshot
+        from lakelog.storage.catalog import describe_snapshot
 
         return describe_snapshot(self.snapshot(name))
 
@@ -157,7 +157,7 @@ class Log:
         from deltalake.exceptions import CommitFailedError
 
         from lakelog.errors import OffsetOutOfRange
-        from lakelog.record_schema import TABLE_SCHEMA
+        from lakelog.storage.record_schema import TABLE_SCHEMA
 
         for _ in range(20):
             snap = self.snapshot(topic)
@@ -201,7 +201,7 @@ class Log:
                 break
             tables.append(res.records.filter(pc.less(res.records.column("offset"), hi)))
             offset = res.next_offset
-        from lakelog.record_schema import FILE_SCHEMA
+        from lakelog.storage.record_schema import FILE_SCHEMA
 
         return pa.concat_tables(tables) if tables else FILE_SCHEMA.empty_table()
 
@@ -231,7 +231,7 @@ class Log:
 
 def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
                       explicit: list | None = None, switch_bytes: int | None = None) -> list[PartitionBatch]:
-    """Split a table of :data:`~lakelog.record_schema.INPUT_SCHEMA` into partition batches, Kafka's way.
+    """Split a table of :data:`~lakelog.storage.record_schema.INPUT_SCHEMA` into partition batches, Kafka's way.
 
     ``explicit`` gives a partition per record (None entries fall through); then
     murmur2(key); null-key records go to the topic's sticky partition, which

@@ -37,7 +37,7 @@ def s3_endpoint():
 @pytest.fixture(params=["local", "s3"])
 def root(request, tmp_path):
     """A fresh :class:`StorageRoot`: a temp directory, or a fresh prefix on the moto S3 server."""
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     if request.param == "local":
         return StorageRoot.resolve(str(tmp_path / "root"))

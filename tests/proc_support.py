@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 WRITER_SCRIPT = str(Path(__file__).with_name("proc_writer.py"))
 

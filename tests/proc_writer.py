@@ -74,7 +74,7 @@ def main() -> None:
         logging.basicConfig(level=cfg["log_level"], format="%(relativeCreated)d %(name)s %(message)s")
     from lakelog import Log, PartitionBatch
     from lakelog.errors import KafkaError
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
     from lakelog.writer.records import normalize_records
 
     sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""Tests for lakelog.assignors: Kafka's own assignor test cases, ported, plus properties.
+"""Tests for lakelog.group.assignors: Kafka's own assignor test cases, ported, plus properties.
 
 Expected assignments in the tables come from Apache Kafka's tests (the test
 class and method are in each case id): RangeAssignorTest, RoundRobinAssignorTest,
@@ -24,7 +24,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from lakelog.assignors import (  # noqa: E402
+from lakelog.group.assignors import (  # noqa: E402
     ASSIGNORS,
     DEFAULT_GENERATION,
     MemberSubscription,

@@ -15,8 +15,8 @@ import pytest
 
 from s3_server import BUCKET, s3_options
 from lakelog import Log
-from lakelog.partitioner import partition_for_key
-from lakelog.storage import StorageRoot
+from lakelog.writer.partitioner import partition_for_key
+from lakelog.storage.storage_root import StorageRoot
 
 SCRIPT = Path(sys.executable).parent / "lakelog"
 TIMEOUT = 120

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from pyarrow.fs import FileType
 
 from lakelog import Log, PartitionBatch
-from lakelog.orphan_files import find_orphan_files
+from lakelog.storage.orphan_files import find_orphan_files
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, parse_report, read_direct, root_config, spawn_writer, value_of, wait_for_file
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from lakelog import delta_commit
-from lakelog.delta_commit import CommitConflict, put_if_absent
+from lakelog.storage import delta_commit
+from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 
 
 def _read(root, rel: str) -> bytes:

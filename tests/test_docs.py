@@ -1,7 +1,7 @@
 """The user docs stay true: the Python examples of docs/python-api.md and README.md run,
 docs/configuration.md lists every topic config.
 
-Regenerate the config table after changing ``lakelog.topic_config``::
+Regenerate the config table after changing ``lakelog.storage.topic_config``::
 
     .venv/bin/python tests/test_docs.py --write
 """
@@ -24,8 +24,8 @@ def python_blocks(text: str) -> list[str]:
 
 
 def config_table() -> str:
-    """The Markdown table of every topic config, from lakelog.topic_config.TOPIC_CONFIGS."""
-    from lakelog.topic_config import TOPIC_CONFIGS
+    """The Markdown table of every topic config, from lakelog.storage.topic_config.TOPIC_CONFIGS."""
+    from lakelog.storage.topic_config import TOPIC_CONFIGS
 
     rows = ["| Key | Type | Default | Meaning |", "|---|---|---|---|"]
     for key, c in sorted(TOPIC_CONFIGS.items()):
@@ -67,7 +67,7 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
 
 
 def test_configuration_doc_lists_every_topic_config():
-    from lakelog.topic_config import TOPIC_CONFIGS
+    from lakelog.storage.topic_config import TOPIC_CONFIGS
 
     text = (DOCS / "configuration.md").read_text()
     assert TABLE_BEGIN in text and TABLE_END in text

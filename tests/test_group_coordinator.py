@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lakelog.assignors import TopicPartition as TP
+from lakelog.group.assignors import TopicPartition as TP
 from lakelog.errors import KafkaError
-from lakelog.group_coordinator import CoordinatorConfig, GroupCoordinator, JoinResult
+from lakelog.group.group_coordinator import CoordinatorConfig, GroupCoordinator, JoinResult
 
 
 class Clock:

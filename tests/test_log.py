@@ -10,7 +10,7 @@ from lakelog import Log, PartitionBatch
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRecord, InvalidTimestamp, InvalidTopic,
                             MessageTooLarge, OffsetOutOfRange, OutOfOrderSequenceNumber, TopicAlreadyExists,
                             UnknownTopicOrPartition)
-from lakelog.partitioner import partition_for_key
+from lakelog.writer.partitioner import partition_for_key
 from lakelog.writer.records import normalize_records
 
 

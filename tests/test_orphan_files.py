@@ -6,7 +6,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.errors import UnknownTopicOrPartition
-from lakelog.orphan_files import find_orphan_files
+from lakelog.storage.orphan_files import find_orphan_files
 
 
 def test_orphans_are_reported_and_never_read(log, root):

@@ -1,4 +1,4 @@
-"""Tests for lakelog.partitioner: Java-client compatibility and partition choice rules."""
+"""Tests for lakelog.writer.partitioner: Java-client compatibility and partition choice rules."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from lakelog.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
-from lakelog.partitioner import (
+from lakelog.writer.partitioner import (
     StickyPartitioner,
     choose_partition,
     murmur2,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber, ProducerFenced, UnknownProducerId
-from lakelog.producer_ids import BLOCK_SIZE, ProducerRegistry
-from lakelog.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager,
+from lakelog.storage.producer_ids import BLOCK_SIZE, ProducerRegistry
+from lakelog.storage.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager,
                                     last_sequence, next_sequence)
 
 PID, P = 42, 0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.segment_index import SEGMENT_NAME, Segment, SegmentIndex, segment_file_name
+from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex, segment_file_name
 
 
 def seg(partition: int, base: int, last: int, min_ts: int = 0, max_ts: int = 0, tag: str = "a") -> Segment:

@@ -18,8 +18,8 @@ import pytest
 from s3_server import BUCKET, s3_options
 from lakelog import Log, PartitionBatch
 from lakelog.errors import KafkaError, RequestTimedOut
-from lakelog.orphan_files import find_orphan_files
-from lakelog.storage import StorageRoot
+from lakelog.storage.orphan_files import find_orphan_files
+from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, value_of
 from s3_fault_proxy import S3FaultProxy, commit_put, delta_log_access

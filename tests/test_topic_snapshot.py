@@ -6,10 +6,10 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog import Log, PartitionBatch
-from lakelog.delta_log import LogTailGone, read_tail
-from lakelog.producer_state import ProducerStateManager
-from lakelog.segment_index import SegmentIndex
-from lakelog.topic_snapshot import (TopicSnapshot, advance, leo_app, load_persisted, load_snapshot, lso_app,
+from lakelog.storage.delta_log import LogTailGone, read_tail
+from lakelog.storage.producer_state import ProducerStateManager
+from lakelog.storage.segment_index import SegmentIndex
+from lakelog.storage.topic_snapshot import (TopicSnapshot, advance, leo_app, load_persisted, load_snapshot, lso_app,
                                     rebuild_from_delta)
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from api.auth import GROUP, TOPIC, Principal
 from api.deps import AuthorizerDep, MetadataDep, OffsetStoreDep, PrincipalDep, group_acl
 from api.routers.members import CoordinatorDep
-from lakelog.assignors import TopicPartition
+from lakelog.group.assignors import TopicPartition
 from api.schemas import GroupDeleted, GroupList, OffsetCommit, OffsetCommitOut, OffsetFetchOut, error_responses
 from api.services.offsets import commit_offsets, fetch_offsets
 

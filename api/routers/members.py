@@ -14,7 +14,7 @@ from api.auth import TOPIC, Principal
 from api.deps import AuthorizerDep, MetadataDep, OffsetStoreDep, group_acl
 from api.schemas import GroupOut, HeartbeatIn, JoinGroupIn, JoinGroupOut, error_responses
 from api.services.offsets import fetch_offsets
-from lakelog.group_coordinator import GroupCoordinator
+from lakelog.group.group_coordinator import GroupCoordinator
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 

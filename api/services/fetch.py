@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakelog.errors import InvalidRequest
-from lakelog.record_schema import LOG_APPEND_TIME
+from lakelog.storage.record_schema import LOG_APPEND_TIME
 
 if TYPE_CHECKING:
     from lakelog import Log

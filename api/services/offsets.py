@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from lakelog.consumer_offsets import CommittedOffset, OffsetStore
+from lakelog.group.consumer_offsets import CommittedOffset, OffsetStore
 from lakelog.errors import UnknownTopicOrPartition
 
 if TYPE_CHECKING:
-    from lakelog.topic_snapshot import TopicSnapshot
+    from lakelog.storage.topic_snapshot import TopicSnapshot
 
     from api.services.topic_metadata import TopicMetadata
 

@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
 from lakelog.log import partition_batches
-from lakelog.record_schema import HEADER_TYPE
-from lakelog.topic_name import is_internal, validate_topic_name
+from lakelog.storage.record_schema import HEADER_TYPE
+from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import AppendResult, PartitionBatch
 from lakelog.writer.records import normalize_records, validate_records
 
@@ -39,7 +39,7 @@ from api.schemas import INT32_MAX, INT64_MAX
 
 if TYPE_CHECKING:
     from lakelog import Log
-    from lakelog.topic_snapshot import TopicSnapshot
+    from lakelog.storage.topic_snapshot import TopicSnapshot
     from lakelog.writer.accumulator import RecordAccumulator
 
     from api.metrics import Metrics

@@ -12,7 +12,7 @@ import threading
 import time
 
 from lakelog import Log
-from lakelog.topic_snapshot import TopicSnapshot
+from lakelog.storage.topic_snapshot import TopicSnapshot
 
 
 class TopicMetadata:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakelog.errors import InvalidTopic
-from lakelog.topic_name import is_internal, validate_topic_name
+from lakelog.storage.topic_name import is_internal, validate_topic_name
 
 if TYPE_CHECKING:
     from lakelog import Log, TopicDescription

@@ -6,7 +6,7 @@ min/max timestamp, file) and, with ``--records``, the records of each segment
 as they are in the file (including any below the log start offset that
 delete-records or retention has not removed yet).  Last come the orphan
 files -- Parquet files under ``partition=P/`` that no commit made live (left
-by failed commits; never read) -- see :mod:`lakelog.orphan_files`.
+by failed commits; never read) -- see :mod:`lakelog.storage.orphan_files`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def record_to_json(rec: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lakelog.orphan_files import find_orphan_files
+    from lakelog.storage.orphan_files import find_orphan_files
     from lakelog.reader.log_reader import check_partition
 
     log = open_log(args)

@@ -7,7 +7,7 @@ Two sources, chosen per call:
   it (a bearer token is read from ``$LAKELOG_TOKEN``).
 * Without it, the command works on the storage root directly: committed
   offsets and the group metadata the coordinator last saved, both from
-  ``__consumer_offsets`` (:class:`~lakelog.consumer_offsets.OffsetStore`).
+  ``__consumer_offsets`` (:class:`~lakelog.group.consumer_offsets.OffsetStore`).
   Members shown there are those of the last completed rebalance: only a
   front knows whether they are still alive.
 
@@ -155,7 +155,7 @@ class RootSource:
         self._store = None
 
     def store(self, create: bool = False):
-        from lakelog.consumer_offsets import OFFSETS_TOPIC, OffsetStore
+        from lakelog.group.consumer_offsets import OFFSETS_TOPIC, OffsetStore
 
         if self._store is None and (create or self.log.catalog.exists(OFFSETS_TOPIC)):
             self._store = OffsetStore(self.log)
@@ -170,7 +170,7 @@ class RootSource:
         return sorted((g, _saved_state(saved.get(g))) for g in names)
 
     def describe(self, group: str) -> GroupView | None:
-        from lakelog.consumer_offsets import validate_group_id
+        from lakelog.group.consumer_offsets import validate_group_id
 
         validate_group_id(group)
         store = self.store()

@@ -218,7 +218,7 @@ class LineParser:
         """An Arrow table of ``key``, ``value`` (and ``headers``) for one batch of lines."""
         import pyarrow as pa
 
-        from lakelog.record_schema import HEADER_TYPE
+        from lakelog.storage.record_schema import HEADER_TYPE
 
         keys, values, headers = [], [], []
         for line in lines:

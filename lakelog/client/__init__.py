@@ -11,7 +11,7 @@
         records = consumer.poll(timeout_ms=1000)
 """
 
-from lakelog.assignors import TopicPartition
+from lakelog.group.assignors import TopicPartition
 from lakelog.client.admin import Admin
 from lakelog.client.consumer import (Consumer, ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata,
                                      OffsetAndTimestamp)

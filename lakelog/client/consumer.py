@@ -54,7 +54,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from lakelog.assignors import ASSIGNORS, TopicPartition
+from lakelog.group.assignors import ASSIGNORS, TopicPartition
 from lakelog.client.fetcher import DEFAULT_MAX_PARTITION_FETCH_BYTES, Fetcher
 from lakelog.client.transport import Transport
 from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidRequest, KafkaError, OffsetOutOfRange,

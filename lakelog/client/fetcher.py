@@ -24,15 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.assignors import TopicPartition
+from lakelog.group.assignors import TopicPartition
 from lakelog.errors import OffsetOutOfRange
 from lakelog.reader.log_reader import check_partition
 from lakelog.reader.segment_reader import row_group_ranges
-from lakelog.record_schema import FILE_SCHEMA
+from lakelog.storage.record_schema import FILE_SCHEMA
 
 if TYPE_CHECKING:
     from lakelog.log import Log
-    from lakelog.topic_snapshot import TopicSnapshot
+    from lakelog.storage.topic_snapshot import TopicSnapshot
 
 DEFAULT_MAX_PARTITION_FETCH_BYTES = 1 << 20  # Kafka's max.partition.fetch.bytes
 _READ_RETRIES = 3  # a segment may be compacted away between the snapshot and the read

@@ -39,9 +39,9 @@ from urllib.parse import quote
 from lakelog.errors import (InvalidProducerEpoch, InvalidRequest, KafkaError, OutOfOrderSequenceNumber,
                             ProducerFenced, RequestTimedOut, UnknownProducerId, UnknownTopicOrPartition,
                             error_for_code)
-from lakelog.partitioner import StickyPartitioner, partition_for_key
-from lakelog.record_fields import as_bytes
-from lakelog.producer_state import INT32_MAX
+from lakelog.writer.partitioner import StickyPartitioner, partition_for_key
+from lakelog.storage.record_fields import as_bytes
+from lakelog.storage.producer_state import INT32_MAX
 from lakelog.client.transport import Transport
 
 _RESET_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, UnknownProducerId)

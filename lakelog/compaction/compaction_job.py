@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction.compaction_plan import (CleaningPlan, PartitionCleaning, SegmentOutcome, checkpoint_app,
                                                 group_rewrites, plan_cleaning)
 from lakelog.compaction.job_report import JobReport, TopicReport
@@ -53,7 +53,7 @@ from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEM
 from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys, slice_count
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.segment_writer import delete_quietly
 
 log = logging.getLogger(__name__)

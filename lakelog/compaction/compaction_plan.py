@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from lakelog.segment_index import Segment
-from lakelog.topic_config import (DELETE_RETENTION_MS, MIN_CLEANABLE_DIRTY_RATIO, MIN_COMPACTION_LAG_MS,
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.topic_config import (DELETE_RETENTION_MS, MIN_CLEANABLE_DIRTY_RATIO, MIN_COMPACTION_LAG_MS,
                                   SEGMENT_BYTES, TopicConfig)
-from lakelog.topic_snapshot import CHECKPOINT_APP
+from lakelog.storage.topic_snapshot import CHECKPOINT_APP
 
 
 def checkpoint_app(partition: int) -> str:
@@ -151,7 +151,7 @@ class CleaningPlan:
 
 def plan_cleaning(snapshot, now_ms: int, *, partitions: Sequence[int] | None = None,
                   min_dirty_ratio: float | None = None) -> CleaningPlan:
-    """Plan a cleaning pass over a :class:`~lakelog.topic_snapshot.TopicSnapshot`.
+    """Plan a cleaning pass over a :class:`~lakelog.storage.topic_snapshot.TopicSnapshot`.
 
     ``min_dirty_ratio`` overrides the topic's ``min.cleanable.dirty.ratio``
     (``-1`` cleans every partition with any dirty bytes).  Partitions whose

@@ -74,7 +74,7 @@ def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
 
     ``stop_session`` stops the Spark session the job started (the entry points do, to free the cluster).
     """
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     root = StorageRoot.resolve(args.root, dict(args.storage_options))
     if job == "retention":

@@ -13,7 +13,7 @@ locally), so of two schedulers racing exactly one wins.  The holder renews
 status) when it ends; a holder that dies leaves a lease that expires.
 
 The released file doubles as the job's last-run record, which the scheduler
-uses to space runs (:mod:`lakelog.maintenance`).  An expired holder that is in
+uses to space runs (:mod:`lakelog.compaction.maintenance`).  An expired holder that is in
 fact still running cannot corrupt anything: the jobs' Delta commits are fenced
 (:mod:`lakelog.compaction.rewrite`).  Thread-safe per instance only under the
 caller's lock (one scheduler thread uses one lease).
@@ -29,8 +29,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from lakelog.delta_commit import CommitConflict, put_if_absent
-from lakelog.storage import StorageRoot
+from lakelog.storage.delta_commit import CommitConflict, put_if_absent
+from lakelog.storage.storage_root import StorageRoot
 
 log = logging.getLogger(__name__)
 

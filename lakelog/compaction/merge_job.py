@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.merge_plan import MergePlan, plan_merge
 from lakelog.compaction.rewrite import commit_rewrite
@@ -27,7 +27,7 @@ from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEM
 from lakelog.compaction.segment_scan import assign_slices, slice_count
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.segment_writer import delete_quietly
 
 log = logging.getLogger(__name__)

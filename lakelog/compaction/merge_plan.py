@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from lakelog.segment_index import Segment
-from lakelog.topic_config import SEGMENT_BYTES, SEGMENT_MS, TopicConfig
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.topic_config import SEGMENT_BYTES, SEGMENT_MS, TopicConfig
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class MergePlan:
 
 def plan_merge(snapshot, *, partitions: Sequence[int] | None = None, segment_bytes: int | None = None,
                segment_ms: int | None = None) -> MergePlan:
-    """Plan merging for a :class:`~lakelog.topic_snapshot.TopicSnapshot` (overrides for the topic's configs)."""
+    """Plan merging for a :class:`~lakelog.storage.topic_snapshot.TopicSnapshot` (overrides for the topic's configs)."""
     from lakelog.compaction.compaction_plan import checkpoint_app
 
     config = TopicConfig(snapshot.configuration)

@@ -1,6 +1,6 @@
 """Retention planning: which whole segments a partition loses, as Kafka's ``LogManager`` decides.
 
-Pure functions over the Arrow index (:class:`~lakelog.segment_index.Segment`);
+Pure functions over the Arrow index (:class:`~lakelog.storage.segment_index.Segment`);
 no data is read and nothing is written here (the retention job commits the
 plan, :mod:`lakelog.compaction.retention_job`).
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from lakelog.segment_index import Segment
-from lakelog.topic_config import RETENTION_BYTES, RETENTION_MS, TopicConfig
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.topic_config import RETENTION_BYTES, RETENTION_MS, TopicConfig
 
 BY_TIME = "retention.ms"
 BY_SIZE = "retention.bytes"
@@ -139,8 +139,8 @@ def plan_partition_retention(segments: Sequence[Segment], *, partition: int, log
 
 
 def plan_retention(snapshot, now_ms: int, *, partitions: Sequence[int] | None = None) -> RetentionPlan:
-    """Plan retention for every partition of a :class:`~lakelog.topic_snapshot.TopicSnapshot`."""
-    from lakelog.topic_snapshot import lso_app
+    """Plan retention for every partition of a :class:`~lakelog.storage.topic_snapshot.TopicSnapshot`."""
+    from lakelog.storage.topic_snapshot import lso_app
 
     config = TopicConfig(snapshot.configuration)
     delete = "delete" in config.cleanup_policy

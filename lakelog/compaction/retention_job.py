@@ -16,14 +16,14 @@ import logging
 import time
 from typing import Sequence
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.retention import plan_retention
 from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import lso_app
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import lso_app
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ consumers never observe as new data), so a Delta streaming reader must not read
 their files again.  Retention commits its removes with ``dataChange=true``: data
 is gone (a Delta stream reading the table needs ``ignoreDeletes``).
 
-After the commit the job's :class:`~lakelog.topic_snapshot.TopicSnapshot` is
+After the commit the job's :class:`~lakelog.storage.topic_snapshot.TopicSnapshot` is
 advanced and persisted as the new Arrow index.
 """
 
@@ -36,10 +36,10 @@ from typing import Iterable, Mapping, Sequence
 
 from lakelog.compaction import crash_points
 from lakelog.errors import ConcurrentTransactions, KafkaStorageError
-from lakelog.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
-from lakelog.segment_index import Segment
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance
+from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance
 
 log = logging.getLogger(__name__)
 

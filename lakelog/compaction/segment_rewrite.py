@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 from lakelog.compaction.tombstone_horizon import TombstoneStamps, runs_for
 from lakelog.reader.segment_reader import read_segment
-from lakelog.record_schema import FILE_SCHEMA, PARTITION_COLUMN
-from lakelog.segment_index import Segment, segment_file_name
-from lakelog.storage import StorageRoot
+from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
+from lakelog.storage.segment_index import Segment, segment_file_name
+from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.segment_writer import _iso_ms, write_segment
 
 #: The Spark schema of :func:`rewrite_group`'s result rows.

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.segment_index import Segment
-from lakelog.storage import StorageRoot
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.storage_root import StorageRoot
 
 KEYS_DDL = "partition int, offset long, key binary"
 KEYS_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary())])

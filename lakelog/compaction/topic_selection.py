@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import TopicConfig
-from lakelog.topic_snapshot import TopicSnapshot
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import TopicConfig
+from lakelog.storage.topic_snapshot import TopicSnapshot
 
 
 def check_root(root: StorageRoot) -> None:

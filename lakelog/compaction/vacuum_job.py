@@ -28,16 +28,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction import crash_points
 from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.compaction.vacuum import StoredFile, VacuumPlan, plan_vacuum
-from lakelog.delta_log import LogTailGone, read_tail
-from lakelog.segment_index import SEGMENT_NAME
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import FILE_DELETE_DELAY_MS, TopicConfig
-from lakelog.topic_snapshot import advance
+from lakelog.storage.delta_log import LogTailGone, read_tail
+from lakelog.storage.segment_index import SEGMENT_NAME
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import FILE_DELETE_DELAY_MS, TopicConfig
+from lakelog.storage.topic_snapshot import advance
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.reader.segment_reader import read_segment
-from lakelog.record_schema import FILE_SCHEMA
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import TopicSnapshot
+from lakelog.storage.record_schema import FILE_SCHEMA
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import TopicSnapshot
 
 EARLIEST = -2
 LATEST = -1

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from lakelog.topic_snapshot import TopicSnapshot
+from lakelog.storage.topic_snapshot import TopicSnapshot
 from lakelog.writer.segment_writer import ROW_GROUP_SIZE
 
 MAX_SPLIT_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes

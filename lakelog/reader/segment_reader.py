@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.record_schema import FILE_SCHEMA
-from lakelog.segment_index import Segment
-from lakelog.storage import StorageRoot
+from lakelog.storage.record_schema import FILE_SCHEMA
+from lakelog.storage.segment_index import Segment
+from lakelog.storage.storage_root import StorageRoot
 
 
 def row_group_ranges(pf: pq.ParquetFile) -> list[tuple[int, int, int]]:

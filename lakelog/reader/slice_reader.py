@@ -25,8 +25,8 @@ from lakelog.errors import OffsetOutOfRange
 from lakelog.reader.read_plan import SegmentSlice
 from lakelog.reader.segment_reader import row_group_ranges
 from lakelog.reader.source_offsets import DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE
-from lakelog.record_schema import TIMESTAMP_TYPE
-from lakelog.storage import StorageRoot
+from lakelog.storage.record_schema import TIMESTAMP_TYPE
+from lakelog.storage.storage_root import StorageRoot
 
 log = logging.getLogger(__name__)
 

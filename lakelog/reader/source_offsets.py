@@ -1,6 +1,6 @@
 """Where a Spark read starts and ends: the source's offset specs resolved against topic snapshots.
 
-A :class:`TopicView` holds the :class:`~lakelog.topic_snapshot.TopicSnapshot`
+A :class:`TopicView` holds the :class:`~lakelog.storage.topic_snapshot.TopicSnapshot`
 of every subscribed topic taken at planning time; offsets are resolved against
 it only, so a plan never reaches past the high watermark it saw.  Offsets are
 keyed by ``(topic, partition)`` and travel in Spark's checkpoint as the Kafka
@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.reader.log_reader import offset_for_timestamp
 from lakelog.reader.source_options import (EARLIEST, LATEST, Earliest, GlobalTimestamp, InvalidSourceOption, Latest,
                                            OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription, display)
-from lakelog.storage import StorageRoot
-from lakelog.topic_name import validate_topic_name
-from lakelog.topic_snapshot import TopicSnapshot, advance, load_snapshot
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_name import validate_topic_name
+from lakelog.storage.topic_snapshot import TopicSnapshot, advance, load_snapshot
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]

@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.reader.read_plan import OffsetRange, ReadTask, plan_reads
 from lakelog.reader.slice_reader import read_slices
@@ -55,7 +55,7 @@ from lakelog.reader.source_offsets import (DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_
                                            resolve_starting, to_json_dict)
 from lakelog.reader.source_options import (InvalidSourceOption, SourceOptions, check_batch, check_streaming,
                                            parse_options)
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ class LakelogStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvail
     # -- consumer group -------------------------------------------------------------------------
     def _offset_store(self):
         if self._store is None:
-            from lakelog.consumer_offsets import OffsetStore
+            from lakelog.group.consumer_offsets import OffsetStore
             from lakelog.log import Log
 
             self._store = OffsetStore(Log(self.root))

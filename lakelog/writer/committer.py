@@ -40,13 +40,13 @@ import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
-from lakelog.delta_commit import CommitConflict, put_if_absent
-from lakelog.delta_log import Commit, LogTailGone, commit_path, encode_actions, read_tail
-from lakelog.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
-from lakelog.producer_state import BatchMetadata, last_sequence
-from lakelog.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
+from lakelog.storage.delta_commit import CommitConflict, put_if_absent
+from lakelog.storage.delta_log import Commit, LogTailGone, commit_path, encode_actions, read_tail
+from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
+from lakelog.storage.producer_state import BatchMetadata, last_sequence
+from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
                                     leo_app, load_snapshot, store_index)
 from lakelog.writer.records import INPUT_SCHEMA, normalize_records, validate_records
 from lakelog.writer.segment_writer import delete_quietly, write_segment

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRecord, InvalidRequest, InvalidTimestamp, MessageTooLarge
-from lakelog.record_fields import as_bytes
-from lakelog.record_schema import HEADER_TYPE, TIMESTAMP_TYPE
-from lakelog.topic_config import (MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
+from lakelog.storage.record_fields import as_bytes
+from lakelog.storage.record_schema import HEADER_TYPE, TIMESTAMP_TYPE
+from lakelog.storage.topic_config import (MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
                                   MESSAGE_TIMESTAMP_BEFORE_MAX_MS, TopicConfig)
 
 INPUT_SCHEMA = pa.schema(

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.record_schema import FILE_SCHEMA, PARTITION_COLUMN
-from lakelog.segment_index import segment_file_name
-from lakelog.storage import StorageRoot
+from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
+from lakelog.storage.segment_index import segment_file_name
+from lakelog.storage.storage_root import StorageRoot
 
 ROW_GROUP_SIZE = 256 * 1024
 STATS_COLUMNS = ["offset", "timestamp"]

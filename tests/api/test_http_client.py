@@ -11,7 +11,7 @@ import pytest
 from front_process import REPO
 from lakelog.client import Admin, Producer
 from lakelog.errors import MessageTooLarge, ProducerFenced, TopicAlreadyExists, UnknownTopicOrPartition
-from lakelog.partitioner import partition_for_key
+from lakelog.writer.partitioner import partition_for_key
 
 
 def values(admin: Admin, topic: str, partition: int) -> list[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from front_process import new_topic
 from lakelog import Log
-from lakelog.consumer_offsets import OFFSETS_TOPIC, OffsetStore
+from lakelog.group.consumer_offsets import OFFSETS_TOPIC, OffsetStore
 
 
 def commit(http, group: str, *offsets: tuple) -> dict:

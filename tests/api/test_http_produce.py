@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 
 from front_process import new_topic
-from lakelog.partitioner import partition_for_key
+from lakelog.writer.partitioner import partition_for_key
 
 
 def fetch_all(http, topic: str, partition: int, **params) -> list[dict]:

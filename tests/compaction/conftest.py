@@ -28,6 +28,6 @@ def spark():
 
 @pytest.fixture
 def local_root(tmp_path):
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     return StorageRoot.resolve(str(tmp_path / "root"))

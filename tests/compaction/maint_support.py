@@ -14,7 +14,7 @@ T0 = 1_700_000_000_000  # epoch ms of the first record in most histories
 def seg(base: int, last: int | None = None, *, records: int | None = None, bytes: int = 100, max_ts_ms: int = T0,
         min_ts_ms: int | None = None, partition: int = 0, mtime: int = 0, path: str | None = None):
     """A Segment for planner tests (timestamps in ms, stored in µs as the index does)."""
-    from lakelog.segment_index import Segment
+    from lakelog.storage.segment_index import Segment
 
     last = base if last is None else last
     n = last - base + 1 if records is None else records

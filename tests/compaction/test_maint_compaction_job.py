@@ -13,7 +13,7 @@ from lakelog import Log
 from lakelog.compaction.compaction_job import run_compaction
 from lakelog.compaction.compaction_plan import checkpoint_app
 from lakelog.errors import InvalidConfig, InvalidRecord
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from maint_support import T0, PartitionModel, check_contiguous, table_rows
 

@@ -15,13 +15,13 @@ import time
 import pytest
 
 from lakelog import Log
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction.compaction_job import run_compaction
 from lakelog.compaction.merge_job import run_merge
 from lakelog.compaction.retention_job import run_retention
 from lakelog.compaction.vacuum_job import list_segment_files, run_vacuum
-from lakelog.storage import StorageRoot
-from lakelog.topic_snapshot import rebuild_from_delta
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_snapshot import rebuild_from_delta
 
 from maint_support import REPO, SPARK_ENV, T0, check_contiguous, table_rows
 

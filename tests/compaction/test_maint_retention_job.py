@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelog import Log
-from lakelog.catalog import Catalog
+from lakelog.storage.catalog import Catalog
 from lakelog.compaction.retention_job import run_retention
 from lakelog.errors import InvalidConfig, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.topic_snapshot import load_persisted, lso_app
+from lakelog.storage.topic_snapshot import load_persisted, lso_app
 
 from maint_support import T0, check_contiguous
 
@@ -96,7 +96,7 @@ def test_bad_input_is_refused_before_anything_changes(log, root, tmp_path):
     with pytest.raises(UnknownTopicOrPartition):
         run_retention(root, ["plain", "nope"], now_ms=T0 + 9 * DAY)
     assert {t: log.snapshot(t).version for t in versions} == versions
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     with pytest.raises(InvalidRequest, match="not a lakelog storage root"):
         run_retention(StorageRoot.resolve(str(tmp_path / "missing")))
@@ -112,7 +112,7 @@ def test_bad_input_is_refused_before_anything_changes(log, root, tmp_path):
 def test_exactly_the_expected_segments_are_gone(tmp_path_factory, days, retention_days, limit_segments, now_day,
                                                 floor_frac):
     """Random histories: the job removes exactly the oldest segments Kafka's rules select, nothing else."""
-    from lakelog.storage import StorageRoot
+    from lakelog.storage.storage_root import StorageRoot
 
     root = StorageRoot.resolve(str(tmp_path_factory.mktemp("ret")))
     log = Log(root)

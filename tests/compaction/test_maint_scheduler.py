@@ -13,8 +13,8 @@ import pytest
 from lakelog import Log
 from lakelog.compaction.job_cli import main as job_main
 from lakelog.compaction.job_lease import JobLease
-from lakelog.maintenance import SchedulerConfig, due_jobs, history_of
-from lakelog.storage import StorageRoot
+from lakelog.compaction.maintenance import SchedulerConfig, due_jobs, history_of
+from lakelog.storage.storage_root import StorageRoot
 
 from maint_support import REPO, T0
 

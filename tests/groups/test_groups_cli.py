@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from lakelog import Log
-from lakelog.consumer_offsets import OFFSETS_TOPIC, OffsetStore
+from lakelog.group.consumer_offsets import OFFSETS_TOPIC, OffsetStore
 
 SCRIPT = Path(sys.executable).parent / "lakelog"
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z

@@ -218,7 +218,7 @@ def test_front_restart_members_recover_and_offsets_survive(start_group_front):
             before = wait_until(lambda: all_committed(100), what="the first 100 records committed")
         front.kill()  # SIGKILL: the coordinator's state must come back from __consumer_offsets
         committed_before = {(o["topic"], o["partition"]): o["offset"] for o in before["offsets"]}
-        from lakelog.consumer_offsets import OffsetStore
+        from lakelog.group.consumer_offsets import OffsetStore
 
         durable = OffsetStore(Log(front.root))  # another process's view of the root while the front is down
         assert {(e.topic, e.partition): e.offset for e in durable.fetch(group)} == committed_before
@@ -248,7 +248,7 @@ def test_front_restart_members_recover_and_offsets_survive(start_group_front):
 
 def test_restored_group_hands_out_partitions_withheld_at_the_crash():
     """Saved between a cooperative round and its follow-up, a restarted coordinator finishes the handover."""
-    from lakelog.group_coordinator import GroupCoordinator
+    from lakelog.group.group_coordinator import GroupCoordinator
 
     saved = {"g": {"group_id": "g", "state": "Stable", "generation": 3, "protocol": "cooperative-sticky",
                    "leader": "a", "partition_counts": {"t": 4},

@@ -38,8 +38,8 @@ def append_segment(root, topic: str, partition: int, offsets: list[int], timesta
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction
 
-    from lakelog.record_schema import FILE_SCHEMA, TABLE_SCHEMA, TIMESTAMP_TYPE
-    from lakelog.topic_snapshot import leo_app
+    from lakelog.storage.record_schema import FILE_SCHEMA, TABLE_SCHEMA, TIMESTAMP_TYPE
+    from lakelog.storage.topic_snapshot import leo_app
     from lakelog.writer.segment_writer import write_segment
 
     n = len(offsets)

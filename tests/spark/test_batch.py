@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog import Log
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import append_segment, lakelog_reader, produce, records_of
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from lakelog import Log
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from s3_server import BUCKET, s3_options
 from spark_cluster import BIN, REPO, cluster_env, standalone  # noqa: F401  (standalone: the fixture)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lakelog import Log
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import SPARK_ENV, produce
 

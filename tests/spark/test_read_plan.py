@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.producer_state import ProducerStateManager
+from lakelog.storage.producer_state import ProducerStateManager
 from lakelog.reader.read_plan import OPEN_COST_BYTES, OffsetRange, plan_reads
 from lakelog.reader.source_offsets import from_json_dict, rate_limit, to_json_dict
-from lakelog.segment_index import Segment, SegmentIndex
-from lakelog.topic_snapshot import TopicSnapshot, leo_app
+from lakelog.storage.segment_index import Segment, SegmentIndex
+from lakelog.storage.topic_snapshot import TopicSnapshot, leo_app
 from lakelog.writer.segment_writer import ROW_GROUP_SIZE
 
 MIB = 1024 * 1024

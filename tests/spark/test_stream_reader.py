@@ -15,7 +15,7 @@ from lakelog import Log
 from lakelog.errors import OffsetOutOfRange
 from lakelog.reader.read_plan import SegmentSlice
 from lakelog.reader.spark_source import KAFKA_SCHEMA, LakelogDataSource
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import produce
 
@@ -156,7 +156,7 @@ def test_readers_pickle_small_and_read_outside_the_planner(local_log):
 def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log):
     """A group that committed some partitions starts them there; the JSON spec (naming every subscribed
     partition, as the Kafka source requires) places the others."""
-    from lakelog.consumer_offsets import OffsetStore
+    from lakelog.group.consumer_offsets import OffsetStore
 
     local_log.create_topic("t", 2)
     produce(local_log, "t", 0, 10)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from lakelog import Log
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import lakelog_reader, produce
 

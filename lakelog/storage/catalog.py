@@ -1,7 +1,7 @@
 """The topic catalog: create, list, describe, alter and delete topics under a root.
 
 A topic is the Delta table ``<root>/topics/<name>/`` (schema
-:data:`~lakelog.record_schema.TABLE_SCHEMA`, partitioned by ``partition``) whose
+:data:`~lakelog.storage.record_schema.TABLE_SCHEMA`, partitioned by ``partition``) whose
 table properties hold the topic configs under Kafka's keys plus
 ``lakelog.partitions`` (the partition count).  Creation is a put-if-absent of
 the table's first commit, so two concurrent creates of one name cannot both win.
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from lakelog.delta_commit import set_table_properties
+from lakelog.storage.delta_commit import set_table_properties
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, TopicAlreadyExists,
                             UnknownTopicOrPartition)
-from lakelog.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import TopicConfig, validate_configs
-from lakelog.topic_name import is_internal, validate_topic_name
-from lakelog.topic_snapshot import PARTITIONS_PROPERTY, TopicSnapshot, load_snapshot
+from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import TopicConfig, validate_configs
+from lakelog.storage.topic_name import is_internal, validate_topic_name
+from lakelog.storage.topic_snapshot import PARTITIONS_PROPERTY, TopicSnapshot, load_snapshot
 
 MAX_PARTITIONS = 10_000
 

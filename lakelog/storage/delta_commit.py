@@ -21,8 +21,8 @@ import os
 import time
 import uuid
 
-from lakelog.delta_log import commit_path, encode_actions
-from lakelog.storage import StorageRoot
+from lakelog.storage.delta_log import commit_path, encode_actions
+from lakelog.storage.storage_root import StorageRoot
 
 
 class CommitConflict(Exception):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
-from lakelog.storage import StorageRoot
+from lakelog.storage.storage_root import StorageRoot
 
 BLOCK_SIZE = 1000
 EPOCH_CHECK_INTERVAL_S = 1.0

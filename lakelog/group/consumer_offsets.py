@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from lakelog.errors import InvalidGroupId, InvalidRequest, KafkaError, OffsetMetadataTooLarge, TopicAlreadyExists
-from lakelog.partitioner import partition_for_key
-from lakelog.topic_name import validate_topic_name
+from lakelog.writer.partitioner import partition_for_key
+from lakelog.storage.topic_name import validate_topic_name
 from lakelog.writer.committer import PartitionBatch
 from lakelog.reader.log_reader import fetch
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from lakelog.storage import StorageRoot
-from lakelog.topic_name import validate_topic_name
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_name import validate_topic_name
 
 _SEGMENT_PATH = re.compile(r"^partition=(-?\d+)/[^/]+\.parquet$")
 

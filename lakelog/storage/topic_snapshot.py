@@ -28,11 +28,11 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from lakelog.delta_log import Commit, LogTailGone, read_tail
-from lakelog.producer_state import BatchMetadata, ProducerStateManager
-from lakelog.segment_index import SEGMENT_NAME, Segment, SegmentIndex
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import TopicConfig
+from lakelog.storage.delta_log import Commit, LogTailGone, read_tail
+from lakelog.storage.producer_state import BatchMetadata, ProducerStateManager
+from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import TopicConfig
 
 PARTITIONS_PROPERTY = "lakelog.partitions"
 LEO_APP = "lakelog.leo."

@@ -47,8 +47,8 @@ from typing import Callable, Mapping, Sequence
 
 from lakelog.compaction.job_cli import SCRIPTS
 from lakelog.compaction.job_lease import JobLease, LeaseRecord
-from lakelog.storage import StorageRoot
-from lakelog.topic_config import FILE_DELETE_DELAY_MS, RETENTION_CHECK_INTERVAL_MS, TopicConfig
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import FILE_DELETE_DELAY_MS, RETENTION_CHECK_INTERVAL_MS, TopicConfig
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Kafka's classic group protocol (seed 000 §5.3-5.4), with one change in the
 spirit of KIP-848: the coordinator computes the assignment itself with the
-assignors of :mod:`lakelog.assignors` (it knows every subscription and every
+assignors of :mod:`lakelog.group.assignors` (it knows every subscription and every
 partition count), so a join returns the member's assignment directly and
 there is no SyncGroup round trip.
 
@@ -45,7 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
-from lakelog.assignors import (ASSIGNORS, MemberSubscription, TopicPartition, choose_protocol, get_assignor)
+from lakelog.group.assignors import (ASSIGNORS, MemberSubscription, TopicPartition, choose_protocol, get_assignor)
 from lakelog.errors import (FencedInstanceId, GroupIdNotFound, IllegalGeneration, InconsistentGroupProtocol,
                             InvalidGroupId, InvalidRequest, InvalidSessionTimeout, NonEmptyGroup,
                             RebalanceInProgress, UnknownMemberId)

@@ -9,7 +9,7 @@ checkpoint, which :func:`read_tail` detects and reports as
 :class:`LogTailGone` so the caller rebuilds from a full snapshot.
 
 :func:`encode_actions` builds a commit file's body; writing it is
-:func:`lakelog.delta_commit.put_if_absent` (exactly one writer wins a
+:func:`lakelog.storage.delta_commit.put_if_absent` (exactly one writer wins a
 version, readers see a whole file or none).
 """
 
