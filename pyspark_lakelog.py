@@ -7,14 +7,14 @@ module, so on any session::
 
     spark.read.format("lakelog").option("subscribe", "orders").load("s3://bucket/lake")
 
-The implementation is :mod:`lakelog.reader.spark_source`.
+The implementation is :mod:`lakelog.spark.spark_source`.
 """
 
-from lakelog.reader.spark_source import LakelogDataSource
+from lakelog.spark.spark_source import LakelogDataSource
 
 
 class DefaultSource(LakelogDataSource):
-    """The ``lakelog`` Python data source (see :class:`~lakelog.reader.spark_source.LakelogDataSource`)."""
+    """The ``lakelog`` Python data source (see :class:`~lakelog.spark.spark_source.LakelogDataSource`)."""
 
 
 __all__ = ["DefaultSource"]

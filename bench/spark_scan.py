@@ -176,10 +176,10 @@ def _timed(fn, meter: CpuMeter) -> tuple[float, float, float]:
 
 def run(ctx: BenchContext) -> BenchResult:
     from lakelog import Log
-    from lakelog.reader.read_plan import plan_reads
-    from lakelog.reader.slice_reader import KAFKA_ARROW_SCHEMA, read_slices
-    from lakelog.reader.source_offsets import TopicView
-    from lakelog.reader.source_options import Subscription
+    from lakelog.spark.read_plan import plan_reads
+    from lakelog.spark.slice_reader import KAFKA_ARROW_SCHEMA, read_slices
+    from lakelog.spark.source_offsets import TopicView
+    from lakelog.spark.source_options import Subscription
 
     records = ctx.size(4_000_000, 40_000)
     segments = ctx.size(10_000, 300)
@@ -223,7 +223,7 @@ def run(ctx: BenchContext) -> BenchResult:
 
     def python_only():
         view = TopicView(log.root, Subscription("subscribe", topics=("scan",))).refresh()
-        from lakelog.reader.read_plan import OffsetRange
+        from lakelog.spark.read_plan import OffsetRange
 
         ranges = [OffsetRange("scan", p, 0, view.high_watermark(("scan", p))) for p in range(PARTITIONS)]
         n = 0

@@ -2,7 +2,7 @@
 
     spark-submit jobs/vacuum.py --root ROOT [--topic T ...] [--dry-run] [--storage-option K=V ...] [--json]
 
-See ``lakelog.compaction.job_cli`` for the options and docs/maintenance.md for what the job does.
+See ``lakelog.cli.job_cli`` for the options and docs/maintenance.md for what the job does.
 """
 
 import sys
@@ -13,7 +13,7 @@ try:
 except ImportError:  # run from a source tree without lakelog installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lakelog.compaction.job_cli import main
+from lakelog.cli.job_cli import main
 
 if __name__ == "__main__":
     sys.exit(main("vacuum"))

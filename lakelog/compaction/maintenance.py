@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from lakelog.compaction.job_cli import SCRIPTS
+from lakelog.cli.job_cli import SCRIPTS
 from lakelog.compaction.job_lease import JobLease, LeaseRecord
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import FILE_DELETE_DELAY_MS, RETENTION_CHECK_INTERVAL_MS, TopicConfig

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from lakelog import Log
-from lakelog.compaction.job_cli import main as job_main
+from lakelog.cli.job_cli import main as job_main
 from lakelog.compaction.job_lease import JobLease
 from lakelog.compaction.maintenance import SchedulerConfig, due_jobs, history_of
 from lakelog.storage.storage_root import StorageRoot

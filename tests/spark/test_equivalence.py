@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelog import Log
-from lakelog.reader.spark_source import KAFKA_SCHEMA, LakelogDataSource
+from lakelog.spark.spark_source import KAFKA_SCHEMA, LakelogDataSource
 from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import append_segment, lakelog_reader

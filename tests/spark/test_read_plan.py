@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.storage.producer_state import ProducerStateManager
-from lakelog.reader.read_plan import OPEN_COST_BYTES, OffsetRange, plan_reads
-from lakelog.reader.source_offsets import from_json_dict, rate_limit, to_json_dict
+from lakelog.spark.read_plan import OPEN_COST_BYTES, OffsetRange, plan_reads
+from lakelog.spark.source_offsets import from_json_dict, rate_limit, to_json_dict
 from lakelog.storage.segment_index import Segment, SegmentIndex
 from lakelog.storage.topic_snapshot import TopicSnapshot, leo_app
 from lakelog.writer.segment_writer import ROW_GROUP_SIZE

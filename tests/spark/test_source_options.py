@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.errors import InvalidConfig
-from lakelog.reader.source_options import (DEFAULT_MAX_TRIGGER_DELAY_MS, Earliest, GlobalTimestamp,
+from lakelog.spark.source_options import (DEFAULT_MAX_TRIGGER_DELAY_MS, Earliest, GlobalTimestamp,
                                            InvalidSourceOption, Latest, SpecificOffsets, SpecificTimestamps,
                                            Subscription, check_batch, check_streaming, parse_duration_ms,
                                            parse_options)

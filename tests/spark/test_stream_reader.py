@@ -13,8 +13,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from lakelog import Log
 from lakelog.errors import OffsetOutOfRange
-from lakelog.reader.read_plan import SegmentSlice
-from lakelog.reader.spark_source import KAFKA_SCHEMA, LakelogDataSource
+from lakelog.spark.read_plan import SegmentSlice
+from lakelog.spark.spark_source import KAFKA_SCHEMA, LakelogDataSource
 from lakelog.storage.storage_root import StorageRoot
 
 from spark_support import produce

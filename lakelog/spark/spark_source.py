@@ -1,7 +1,7 @@
 """``spark.read.format("lakelog")`` and ``spark.readStream.format("lakelog")``: a Python Data Source.
 
 A drop-in for Spark's Kafka source: the same output schema, option names,
-precedence and messages (see :mod:`lakelog.reader.source_options`), over a
+precedence and messages (see :mod:`lakelog.spark.source_options`), over a
 lakelog root given as the load path.  Registered automatically through the
 top-level module ``pyspark_lakelog``.
 
@@ -12,9 +12,9 @@ Where things run:
 * ``reader()`` / ``streamReader()`` (driver, when the query is planned): the
   batch/streaming rules; planning resolves offsets against snapshots taken
   then (only committed data, up to their high watermarks) and packs segment
-  slices into input partitions (:mod:`lakelog.reader.read_plan`).
+  slices into input partitions (:mod:`lakelog.spark.read_plan`).
 * ``read()`` (executors): reads its slices as Arrow batches whose schema equals
-  Spark's exactly (:mod:`lakelog.reader.slice_reader`).
+  Spark's exactly (:mod:`lakelog.spark.slice_reader`).
 
 The source and reader objects hold only options, the storage root and
 schemas (small, picklable); snapshots are loaded inside planning calls and
@@ -48,12 +48,12 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from lakelog.storage.catalog import Catalog
 from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.reader.read_plan import OffsetRange, ReadTask, plan_reads
-from lakelog.reader.slice_reader import read_slices
-from lakelog.reader.source_offsets import (DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE, Offsets, TopicView,
+from lakelog.spark.read_plan import OffsetRange, ReadTask, plan_reads
+from lakelog.spark.slice_reader import read_slices
+from lakelog.spark.source_offsets import (DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE, Offsets, TopicView,
                                            check_data_loss, from_json_dict, rate_limit, resolve_ending,
                                            resolve_starting, to_json_dict)
-from lakelog.reader.source_options import (InvalidSourceOption, SourceOptions, check_batch, check_streaming,
+from lakelog.spark.source_options import (InvalidSourceOption, SourceOptions, check_batch, check_streaming,
                                            parse_options)
 from lakelog.storage.storage_root import StorageRoot
 
@@ -102,7 +102,7 @@ def _output_schema(schema: StructType, opts: SourceOptions) -> pa.Schema:
 
 
 class LakelogInputPartition(InputPartition):
-    """One Spark task: segment slices to read (picklable; see :class:`~lakelog.reader.read_plan.ReadTask`)."""
+    """One Spark task: segment slices to read (picklable; see :class:`~lakelog.spark.read_plan.ReadTask`)."""
 
     def __init__(self, task: ReadTask) -> None:
         self.task = task

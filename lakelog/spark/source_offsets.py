@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from lakelog.storage.catalog import Catalog
 from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.reader.log_reader import offset_for_timestamp
-from lakelog.reader.source_options import (EARLIEST, LATEST, Earliest, GlobalTimestamp, InvalidSourceOption, Latest,
+from lakelog.spark.source_options import (EARLIEST, LATEST, Earliest, GlobalTimestamp, InvalidSourceOption, Latest,
                                            OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription, display)
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_name import validate_topic_name

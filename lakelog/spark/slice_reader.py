@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelog.errors import OffsetOutOfRange
-from lakelog.reader.read_plan import SegmentSlice
+from lakelog.spark.read_plan import SegmentSlice
 from lakelog.reader.segment_reader import row_group_ranges
-from lakelog.reader.source_offsets import DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE
+from lakelog.spark.source_offsets import DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE
 from lakelog.storage.record_schema import TIMESTAMP_TYPE
 from lakelog.storage.storage_root import StorageRoot
 
