@@ -90,7 +90,7 @@ def _retention_topic(root, topic: str, segments: int) -> int:
     from lakelog.storage.record_schema import TABLE_SCHEMA
     from lakelog.storage.segment_index import segment_file_name
     from lakelog.storage.topic_snapshot import leo_app
-    from lakelog.writer.segment_writer import _iso_ms
+    from lakelog.writer.segment_writer import stats_timestamp
 
     Catalog(root).create(topic, PARTITIONS, {"retention.ms": "3600000"})
     now = int(time.time() * 1000)
@@ -102,8 +102,8 @@ def _retention_topic(root, topic: str, segments: int) -> int:
             adds = []
             for i in range(start, min(per, start + chunk)):
                 ts = (now - 7_200_000 if i < per // 2 else now) * 1000 + i
-                stats = {"numRecords": 10, "minValues": {"offset": i * 10, "timestamp": _iso_ms(ts, ceil=False)},
-                         "maxValues": {"offset": i * 10 + 9, "timestamp": _iso_ms(ts, ceil=True)},
+                stats = {"numRecords": 10, "minValues": {"offset": i * 10, "timestamp": stats_timestamp(ts, ceil=False)},
+                         "maxValues": {"offset": i * 10 + 9, "timestamp": stats_timestamp(ts, ceil=True)},
                          "nullCount": {"offset": 0, "timestamp": 0}}
                 adds.append(AddAction(path=segment_file_name(p, i * 10, f"{i:08x}"), size=4096,
                                       partition_values={"partition": str(p)}, modification_time=now,

@@ -145,7 +145,7 @@ class Log:
 
     def accumulator(self, **kwargs) -> RecordAccumulator:
         """A group-commit accumulator over this log (``linger_ms``, ``batch_size``, ``buffer_memory``)."""
-        return RecordAccumulator(self, **kwargs)
+        return RecordAccumulator(self.append_batches, **kwargs)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Kafka's DeleteRecords: move the log start offset up to ``before_offset``; returns the new one.

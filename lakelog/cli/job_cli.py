@@ -21,10 +21,7 @@ import sys
 import time
 
 from lakelog.cli.global_options import key_value, non_negative_int
-
-JOBS = ("retention", "compaction", "merge", "vacuum")
-SCRIPTS = {"retention": "retention.py", "compaction": "compact.py", "merge": "merge_segments.py",
-           "vacuum": "vacuum.py"}
+from lakelog.compaction.maintenance import JOB_ORDER as JOBS, SCRIPTS
 
 
 

@@ -34,7 +34,7 @@ from lakelog.reader.segment_reader import read_segment
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.segment_index import Segment, segment_file_name
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.writer.segment_writer import _iso_ms, write_segment
+from lakelog.writer.segment_writer import stats_timestamp, write_segment
 
 #: The Spark schema of :func:`rewrite_group`'s result rows.
 ADD_FIELDS_DDL = ("group_id int, path string, size long, modification_time long, stats string, "
@@ -122,8 +122,8 @@ def write_empty_segment(root: StorageRoot, topic: str, group: RewriteGroup):
     with_ts = [s for s in group.segments if s.records > 0] or list(group.segments)
     lo = min(s.min_timestamp for s in with_ts)
     hi = max(s.max_timestamp for s in with_ts)
-    stats = {"numRecords": 0, "minValues": {"timestamp": _iso_ms(lo, ceil=False)},
-             "maxValues": {"timestamp": _iso_ms(hi, ceil=True)}, "nullCount": {}}
+    stats = {"numRecords": 0, "minValues": {"timestamp": stats_timestamp(lo, ceil=False)},
+             "maxValues": {"timestamp": stats_timestamp(hi, ceil=True)}, "nullCount": {}}
     return AddAction(path=rel, size=root.filesystem.get_file_info(path).size,
                      partition_values={PARTITION_COLUMN: str(group.partition)},
                      modification_time=int(time.time() * 1000), data_change=False, stats=json.dumps(stats))

@@ -20,13 +20,14 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from lakelog.errors import KafkaError, KafkaStorageError, ThrottlingQuotaExceeded
 from lakelog.writer.committer import AppendResult, PartitionBatch
 
-if TYPE_CHECKING:
-    from lakelog.log import Log
+# One Delta commit of a topic's batches, one result per batch (``Log.append_batches``). The accumulator takes the
+# function rather than the Log so that the writer package does not import the facade that builds on it.
+AppendBatches = Callable[[str, list[PartitionBatch]], "list[AppendResult | KafkaError]"]
 
 DEFAULT_LINGER_MS = 5
 DEFAULT_BATCH_SIZE = 1 << 20
@@ -44,10 +45,10 @@ class _TopicQueue:
 class RecordAccumulator:
     """Per-topic queues of pending appends and their sender threads."""
 
-    def __init__(self, log: "Log", *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
+    def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
                  buffer_memory: int = DEFAULT_BUFFER_MEMORY,
                  on_commit: Callable[[str, int, int, float], None] | None = None) -> None:
-        self.log = log
+        self.append_batches = append_batches
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
         self.buffer_memory = buffer_memory
@@ -118,7 +119,7 @@ class RecordAccumulator:
             flat = [b for batches, _, _, _ in taken for b in batches]
             started = time.monotonic()
             try:
-                results = self.log.append_batches(topic, flat)
+                results = self.append_batches(topic, flat)
             except KafkaError as e:
                 results = [e] * len(flat)
             except Exception as e:  # never let the sender die with futures unresolved

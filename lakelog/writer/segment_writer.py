@@ -26,7 +26,8 @@ ROW_GROUP_SIZE = 256 * 1024
 STATS_COLUMNS = ["offset", "timestamp"]
 
 
-def _iso_ms(us: int, *, ceil: bool) -> str:
+def stats_timestamp(us: int, *, ceil: bool) -> str:
+    """A µs timestamp as Delta statistics' millisecond ISO-8601 string, rounded outward (``ceil`` for a max)."""
     ms = -((-us) // 1000) if ceil else us // 1000
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
@@ -40,8 +41,8 @@ def segment_stats(table: pa.Table) -> str:
     return json.dumps(
         {
             "numRecords": table.num_rows,
-            "minValues": {"offset": omm["min"], "timestamp": _iso_ms(tmm["min"], ceil=False)},
-            "maxValues": {"offset": omm["max"], "timestamp": _iso_ms(tmm["max"], ceil=True)},
+            "minValues": {"offset": omm["min"], "timestamp": stats_timestamp(tmm["min"], ceil=False)},
+            "maxValues": {"offset": omm["max"], "timestamp": stats_timestamp(tmm["max"], ceil=True)},
             "nullCount": {"offset": 0, "timestamp": 0},
         }
     )
