@@ -91,3 +91,43 @@ if __name__ == "__main__":
         _write_config_table()
     else:
         print(config_table())
+
+
+DOC_FILES = [DOCS.parent / "README.md", DOCS.parent / "BENCHMARKS.md", *sorted(DOCS.glob("*.md"))]
+REPO_PATH = re.compile(r"`((?:docs|lakelog|api|jobs|bench|tests|conf|\.ci)/[\w./-]*\w)`")
+
+
+def module_prefix_exists(dotted: str) -> bool:
+    """``lakelog.a.b.Name``: ``lakelog.a`` is a module or package of the repository, or a public export."""
+    import lakelog
+
+    parts = dotted.split(".")
+    if parts[1] in lakelog.__all__:
+        return True
+    base = DOCS.parent.joinpath(*parts[:2])
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def test_links_and_file_references_resolve():
+    """Every relative link and every `path/in/the/repo` a doc names exists; no reference to material
+    outside the repository (the design brief, the seed articles)."""
+    bad = []
+    for doc in DOC_FILES:
+        text = doc.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://|mailto:|#", target):
+                continue
+            path = (doc.parent / target.split("#")[0]).resolve()
+            if not path.exists():
+                bad.append(f"{doc.name}: link to {target}")
+        for ref in REPO_PATH.findall(text):
+            if "<" in ref or "*" in ref or re.search(r"[A-Z]{3,}", ref):
+                continue  # a pattern or a placeholder (bench/NAME.py)
+            if not (DOCS.parent / ref).exists():
+                bad.append(f"{doc.name}: `{ref}` does not exist")
+        for dotted in re.findall(r"`~?(lakelog(?:\.\w+){2,})", text):  # 2 parts: property keys
+            if not module_prefix_exists(dotted):
+                bad.append(f"{doc.name}: `{dotted}` names no module of lakelog")
+        for outside in re.findall(r"DESIGN\.md|[Ss]eed \d+|design brief|shared/seeds", text):
+            bad.append(f"{doc.name}: cites {outside!r}, which readers of the repository cannot see")
+    assert not bad, "\n".join(bad)

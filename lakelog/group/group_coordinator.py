@@ -1,6 +1,6 @@
 """The group coordinator: membership, generations and rebalances of consumer groups.
 
-Kafka's classic group protocol (seed 000 §5.3-5.4), with one change in the
+Kafka's classic group protocol (JoinGroup/SyncGroup/Heartbeat, KIP-62, KIP-345), with one change in the
 spirit of KIP-848: the coordinator computes the assignment itself with the
 assignors of :mod:`lakelog.group.assignors` (it knows every subscription and every
 partition count), so a join returns the member's assignment directly and
@@ -9,7 +9,7 @@ there is no SyncGroup round trip.
 Group states: ``Empty`` -> ``PreparingRebalance`` -> ``Stable`` (and ``Dead``
 once deleted).  A rebalance starts when a member joins, leaves, misses its
 session timeout, changes its subscription, or when a subscribed topic's
-partition count changes (seed 000 §5.4.1's triggers).  During a rebalance
+partition count changes (Kafka's triggers).  During a rebalance
 heartbeats answer ``REBALANCE_IN_PROGRESS``; :meth:`join` blocks until every
 member has rejoined or the rebalance timeout passed (members that did not
 rejoin are removed), then bumps the generation and hands out assignments.
