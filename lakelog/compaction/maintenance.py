@@ -174,7 +174,7 @@ def job_environment() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[2] / "conf"
     if "SPARK_CONF_DIR" not in env and (conf / "spark-defaults.conf").is_file():
         env["SPARK_CONF_DIR"] = str(conf)
     return env
