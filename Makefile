@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test bench clean
 
 $(STAMP): pyproject.toml
+	@echo "==> Installing lakelog and its dependencies into $(VENV) (the first time downloads PySpark: a few minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
@@ -17,8 +18,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m lakelog.demo
 
+# Test files run in parallel, one file per worker at a time (module-scoped servers and Spark sessions stay shared).
+TEST_WORKERS ?= 3
+
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)

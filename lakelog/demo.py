@@ -12,6 +12,7 @@ Run it from the repository root: ``make demo`` or ``.venv/bin/python -m lakelog.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ class Demo:
 
     root: Path
     env: dict[str, str] = field(default_factory=dict)
+    cli: str = "lakelog"  # how the user types the command line from the demo's directory: .venv/bin/lakelog
     _log: object = None
 
     @property
@@ -43,8 +45,13 @@ class Demo:
             self._log = Log(str(self.root))
         return self._log
 
+    def typed(self, command: str) -> str:
+        """``command`` as the user types it: each ``lakelog`` command word becomes :attr:`cli`."""
+        return re.sub(r"(?<![\w./-])lakelog (?=[a-z-])", f"{self.cli} ", command)
+
     def shell(self, command: str) -> str:
-        """Show and run ``command`` with ``/bin/sh`` (``lakelog`` on PATH, LAKELOG_ROOT set); fail on error."""
+        """Show ``command`` as typed, run exactly that with ``/bin/sh`` (LAKELOG_ROOT exported); fail on error."""
+        command = self.typed(command)
         print(f"$ {command}", flush=True)
         proc = subprocess.run(command, shell=True, env=self.env, cwd=self.root.parent, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
@@ -152,7 +159,7 @@ def _running_front(demo: Demo) -> Iterator[tuple[str, str]]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    command = f"lakelog serve --port {port}"
+    command = demo.typed(f"lakelog serve --port {port}")
     print(f"$ {command} &", flush=True)
     output = tempfile.TemporaryFile(mode="w+")
     front = subprocess.Popen(command, shell=True, env=demo.env, cwd=demo.root.parent, text=True,
@@ -204,6 +211,8 @@ def _spark(demo: Demo):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    if SparkSession.getActiveSession() is None:
+        print("  (starting Spark: a JVM starts first, which takes several seconds)", flush=True)
     spark = SparkSession.builder.master("local[2]").appName("lakelog-demo").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -276,7 +285,7 @@ def consumer_group(demo: Demo) -> None:
 
 
 def maintenance(demo: Demo) -> None:
-    """Key compaction as a spark-submit job, after the scheduler says it is due (docs/maintenance.md)."""
+    """Key compaction as a Spark job (``lakelog job`` runs spark-submit), after the scheduler says it is due."""
     demo.python("""
         log.create_topic("customers", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
         for version in ("v1", "v2", "v3"):
@@ -288,18 +297,8 @@ def maintenance(demo: Demo) -> None:
             print(r["offset"], r["key"], r["value"])
     """)
     demo.shell("lakelog maintain --once --dry-run --topic customers")
-    from lakelog.compaction.maintenance import job_environment, spark_submit_path
-
-    command = f"spark-submit jobs/compact.py --root ./{demo.root.name} --topic customers"
-    print(f"$ {command}", flush=True)
-    env = {**job_environment(), **demo.env}
-    if shutil.which("spark-submit", path=env["PATH"]) is None:  # the venv's, when lakelog is not installed
-        env["PATH"] = str(Path(spark_submit_path()).parent) + os.pathsep + env["PATH"]
-    proc = subprocess.run(command, shell=True, env=env, cwd=demo.root.parent, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)  # a JVM starts: be patient
-    print(textwrap.indent(proc.stdout.rstrip("\n"), "  "), flush=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"demo step failed: {command!r} exited with {proc.returncode}:\n{proc.stderr[-2000:]}")
+    print("  (starting a Spark job: a JVM starts first, which takes several seconds)", flush=True)
+    demo.shell("lakelog job compaction --topic customers   # spark-submit jobs/compact.py, with this install's Spark")
     demo.python("""
         # the latest value per key survives at its original offset; bob's tombstone stays for delete.retention.ms
         for r in log.read("customers", 0).to_pylist():
@@ -323,7 +322,7 @@ STEPS: list[Step] = [
          consumer_group),
     Step("Read the topic with Spark: spark.read.format(\"lakelog\")", spark_batch),
     Step("Stream it with Trigger.AvailableNow, committing offsets to a consumer group", spark_stream),
-    Step("Maintenance: key compaction with spark-submit (lakelog maintain schedules it)", maintenance),
+    Step("Maintenance: key compaction as a Spark job (lakelog maintain schedules it)", maintenance),
 ]
 
 
@@ -336,8 +335,9 @@ def make_demo(root: str | os.PathLike = "demo-data") -> Demo:
         script = Path(bin_dir) / "lakelog"
         script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lakelog.cli "$@"\n')
         script.chmod(0o755)
-    env = dict(os.environ, LAKELOG_ROOT=f"./{root.name}", PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
-    return Demo(root=root, env=env)
+    env = dict(os.environ, LAKELOG_ROOT=f"./{root.name}")
+    cli = os.path.relpath(Path(bin_dir) / "lakelog", root.parent)
+    return Demo(root=root, env=env, cli=str(Path(bin_dir) / "lakelog") if cli.startswith("..") else cli)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n==> [{i}/{len(STEPS)}] {step.title}", flush=True)
         step.run(demo)
     print(f"\nDemo finished in {time.monotonic() - started:.1f} s. The data is in ./{demo.root.name} "
-          f"(try: LAKELOG_ROOT=./{demo.root.name} lakelog dump-log {TOPIC} --partition 1).")
+          f"(try: {demo.typed(f'LAKELOG_ROOT=./{demo.root.name} lakelog dump-log {TOPIC} --partition 1')}).")
     return 0
 
 

@@ -303,3 +303,71 @@ def test_consume_follow_polls_until_idle_timeout_or_ctrl_c(local_cli: Cli):
     finally:
         proc.kill()
     assert proc.returncode == 0 and b"Processed a total of 7 messages" in err
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("topics", "describe", "--topic", "kafka-spelled"), "kafka-spelled"),
+    (("get-offsets", "--topic", "kafka-spelled"), "kafka-spelled:1:0"),
+    (("dump-log", "--topic", "kafka-spelled", "--partition", "1"), "kafka-spelled"),
+])
+def test_kafka_tools_topic_spelling(local_cli, args, expected):
+    """``--topic T`` works wherever a topic is positional, as with kafka-topics / kafka-get-offsets."""
+    local_cli.run("topics", "create", "--topic", "kafka-spelled", "--partitions", "2")
+    assert len(local_cli.log.describe_topic("kafka-spelled").partitions) == 2
+    assert expected in local_cli.run(*args).stdout.decode()
+
+
+def test_kafka_tools_produce_and_consume_with_topic_flag(local_cli):
+    local_cli.run("topics", "create", "--topic", "flagged")
+    local_cli.run("produce", "--topic", "flagged", stdin="one\ntwo\n")
+    assert local_cli.lines("consume", "--topic", "flagged", "--from-beginning") == ["one", "two"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("get-offsets",), "a topic is required"),
+    (("get-offsets", "a", "--topic", "b"), "the topic is given twice"),
+])
+def test_topic_flag_errors(local_cli, args, message):
+    proc = local_cli.run(*args, expect=2)
+    assert message in proc.stderr.decode()
+
+
+def test_bootstrap_server_host_port(local_cli, tmp_path):
+    """``--bootstrap-server HOST:PORT`` (Kafka's spelling) reaches a front like ``--bootstrap http://HOST:PORT``."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    front = subprocess.Popen([str(SCRIPT), "serve", "--port", str(port)], env=local_cli.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        local_cli.run("topics", "create", "boot")
+        deadline = __import__("time").monotonic() + 60
+        while True:
+            proc = subprocess.run([str(SCRIPT), "produce", "--bootstrap-server", f"127.0.0.1:{port}", "--topic",
+                                   "boot"], input=b"via-front\n", capture_output=True, env=local_cli.env,
+                                  timeout=TIMEOUT)
+            if proc.returncode == 0 or __import__("time").monotonic() > deadline:
+                break
+            __import__("time").sleep(0.5)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert local_cli.lines("consume", "boot", "--from-beginning") == ["via-front"]
+        groups = subprocess.run([str(SCRIPT), "groups", "list", "--bootstrap-server", f"127.0.0.1:{port}"],
+                                capture_output=True, env=local_cli.env, timeout=TIMEOUT)
+        assert groups.returncode == 0, groups.stderr.decode()
+    finally:
+        front.terminate()
+        front.wait(timeout=60)
+
+
+def test_job_runs_without_an_activated_venv(local_cli):
+    """``lakelog job`` runs a maintenance job with this installation's spark-submit, PATH without the venv."""
+    local_cli.run("topics", "create", "jobbed", "--config", "cleanup.policy=compact")
+    env = dict(local_cli.env, PATH="/usr/local/bin:/usr/bin:/bin")
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYSPARK_PYTHON", None)
+    proc = local_cli.run("job", "retention", "--dry-run", env=env)
+    assert b"retention (dry run)" in proc.stdout
+    bad = local_cli.run("job", "nosuchjob", expect=2, env=env)
+    assert b"invalid choice" in bad.stderr

@@ -29,10 +29,10 @@ import argparse
 import importlib
 import sys
 
-from lakelog.cli.global_options import add_global_options
+from lakelog.cli.global_options import add_global_options, resolve_topic
 
 #: Command modules under ``lakelog.cli``, in ``--help`` order.
-COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "groups", "serve", "maintain")
+COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "groups", "serve", "maintain", "job")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    resolve_topic(parser, args)
     from lakelog.cli.output import print_error
     from lakelog.errors import KafkaError, KafkaStorageError
 

@@ -25,7 +25,7 @@ import json
 import sys
 import time
 
-from lakelog.cli.global_options import key_value, key_values, open_log, positive_int
+from lakelog.cli.global_options import add_topic_argument, key_value, key_values, open_log, positive_int
 from lakelog.cli.output import bytes_to_json, headers_to_json
 
 FETCH_MAX_BYTES = 16 << 20
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
         description="Print the records of a topic, reading the storage directly. Starts at the latest offset "
                     "unless --from-beginning/--offset; stops at the high watermark unless --follow.",
         epilog="properties: " + ", ".join(PROPERTIES))
-    p.add_argument("topic", metavar="TOPIC")
+    add_topic_argument(p)
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start offset")
     start.add_argument("--offset", metavar="O", type=_offset_spec,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lakelog.cli.global_options import open_log
+from lakelog.cli.global_options import add_topic_argument, open_log
 from lakelog.cli.output import bytes_to_json, bytes_to_text, headers_to_json, print_json
 
 READ_BATCH_ROWS = 10_000
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
         "dump-log", help="segments (and records) of a partition (kafka-dump-log)",
         description="Print a partition's segments (base/last offset, count, bytes, min/max timestamp, file), "
                     "with --records their records, and orphan files left by failed commits.")
-    p.add_argument("topic", metavar="TOPIC")
+    add_topic_argument(p)
     p.add_argument("--partition", type=int, metavar="P", help="the partition to dump (default: all)")
     p.add_argument("--records", action="store_true",
                    help="also print every record (offset, timestamp, key, value, headers, producer fields)")

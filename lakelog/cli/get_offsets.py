@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from lakelog.cli.global_options import open_log
+from lakelog.cli.global_options import add_topic_argument, open_log
 from lakelog.cli.output import print_json
 
 
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
         "get-offsets", help="offsets per partition for a time (kafka-get-offsets)",
         description="Print topic:partition:offset per partition for --time earliest, latest or epoch ms. "
                     "A partition with no record at or after a timestamp prints no line (as in Kafka).")
-    p.add_argument("topic", metavar="TOPIC")
+    add_topic_argument(p)
     p.add_argument("--time", type=time_spec, default="latest", metavar="T",
                    help="earliest (-2), latest (-1, default) or a timestamp in epoch milliseconds")
     p.add_argument("--partitions", type=_partition_list, metavar="P[,P...]",

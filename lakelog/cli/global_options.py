@@ -37,6 +37,31 @@ def add_global_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
                        help="machine-readable JSON output")
 
 
+def add_topic_argument(parser: argparse.ArgumentParser, dest: str = "topic", metavar: str = "TOPIC") -> None:
+    """The topic, positionally or as Kafka's tools spell it (``--topic T``); :func:`resolve_topic` merges them."""
+    parser.add_argument(dest, metavar=metavar, nargs="?", default=None)
+    parser.add_argument("--topic", dest=f"{dest}_flag", metavar="TOPIC", default=None,
+                        help=f"the topic, as Kafka's tools spell it (same as {metavar})")
+
+
+def resolve_topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fold ``--topic`` into the positional of :func:`add_topic_argument`; one of them is required."""
+    for dest in ("topic", "name"):
+        if not hasattr(args, f"{dest}_flag"):
+            continue
+        flag, value = getattr(args, f"{dest}_flag"), getattr(args, dest)
+        if flag is not None and value is not None and flag != value:
+            parser.error(f"the topic is given twice, as {value!r} and --topic {flag!r}")
+        if flag is None and value is None:
+            parser.error("a topic is required: TOPIC or --topic TOPIC")
+        setattr(args, dest, value if value is not None else flag)
+
+
+def bootstrap_url(text: str) -> str:
+    """``--bootstrap-server HOST:PORT`` (Kafka's spelling) or a URL: the HTTP front's base URL."""
+    return text if "://" in text else f"http://{text}"
+
+
 def int_at_least(minimum: int):
     """argparse type for an integer >= ``minimum``."""
     def parse(text: str) -> int:

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from lakelog.cli.global_options import non_negative_int, open_log
+from lakelog.cli.global_options import bootstrap_url, non_negative_int, open_log
 from lakelog.cli.output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def register(subparsers) -> None:
 
     def parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=description)
-        p.add_argument("--bootstrap", metavar="URL",
+        p.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", type=bootstrap_url, metavar="URL",
                        help="ask a running front (lakelog serve) at URL instead of reading the root; "
                             "a bearer token is read from $LAKELOG_TOKEN")
         return p

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import BinaryIO, Iterator, Protocol
 
-from lakelog.cli.global_options import key_value, key_values, open_log, positive_int
+from lakelog.cli.global_options import add_topic_argument, bootstrap_url, key_value, key_values, open_log, positive_int
 from lakelog.cli.output import print_json
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
                     "Lines are KEY<SEP>VALUE with --key-separator or --property parse.key=true.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="properties: " + ", ".join(PROPERTIES))
-    p.add_argument("topic", metavar="TOPIC")
+    add_topic_argument(p)
     p.add_argument("--partition", type=int, metavar="P", help="append every record to this partition")
     p.add_argument("--key-separator", metavar="SEP",
                    help="parse KEY<SEP>VALUE lines (same as --property parse.key=true --property key.separator=SEP)")
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                    help="commit pending lines after this many ms without more input ready "
                         f"(Kafka's linger; default {DEFAULT_TIMEOUT_MS})")
-    p.add_argument("--bootstrap", metavar="URL",
+    p.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", type=bootstrap_url, metavar="URL",
                    help="produce through a running front (lakelog serve) at URL instead of writing the root; "
                         "idempotent, with retries; a bearer token is read from $LAKELOG_TOKEN")
     p.set_defaults(func=run, parser=p)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lakelog.cli.global_options import key_value, key_values, open_log
+from lakelog.cli.global_options import add_topic_argument, key_value, key_values, open_log
 from lakelog.cli.output import print_json, print_table
 
 
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     sub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
 
     p = sub.add_parser("create", help="create a topic", description="Create a topic (a Delta table).")
-    p.add_argument("name", metavar="NAME")
+    add_topic_argument(p, "name", "NAME")
     p.add_argument("--partitions", type=int, default=1, metavar="N", help="partition count (default 1)")
     p.add_argument("--config", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="topic config (Kafka's keys, e.g. retention.ms=86400000), repeatable")
@@ -27,19 +27,19 @@ def register(subparsers) -> None:
     p = sub.add_parser("describe", help="partitions, offsets, segments and configs of a topic",
                        description="Per partition: log start offset, high watermark, segments, records, bytes; "
                                    "then every config with its value and source.")
-    p.add_argument("name", metavar="NAME")
+    add_topic_argument(p, "name", "NAME")
     p.set_defaults(func=describe)
 
     p = sub.add_parser("alter", help="change configs or increase the partition count",
                        description="Set topic configs and/or increase the partition count (never decrease).")
-    p.add_argument("name", metavar="NAME")
+    add_topic_argument(p, "name", "NAME")
     p.add_argument("--config", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="topic config to set, repeatable")
     p.add_argument("--partitions", type=int, metavar="N", help="new partition count (increase only)")
     p.set_defaults(func=alter)
 
     p = sub.add_parser("delete", help="delete a topic and all its data", description="Delete a topic and its data.")
-    p.add_argument("name", metavar="NAME")
+    add_topic_argument(p, "name", "NAME")
     p.set_defaults(func=delete)
 
 

@@ -1,0 +1,57 @@
+"""``lakelog job NAME ...``: run one maintenance job through ``spark-submit``, as the scheduler does.
+
+    lakelog job retention|compaction|merge|vacuum [--master URL] [JOB OPTIONS ...]
+
+The job runs with this interpreter's PySpark (its ``spark-submit`` and Spark home), this
+interpreter for Spark's Python workers, and the project's ``conf/`` -- so ``.venv/bin/lakelog job
+compaction --root ROOT`` works without an activated venv, where a bare ``spark-submit jobs/compact.py``
+finds Spark through whichever ``python3`` is on PATH. The job's options are those of ``jobs/*.py``
+(docs/maintenance.md); the global ``--root``, ``--storage-option`` and ``--json`` are passed on.
+Exits with the job's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    from lakelog.compaction.maintenance import JOB_ORDER
+
+    p = subparsers.add_parser(
+        "job", help="run one maintenance job (retention, compaction, merge, vacuum) via spark-submit",
+        description="Run one maintenance job with this installation's spark-submit and Python "
+                    "(no activated venv needed). Options after NAME are the job's own: run "
+                    "'lakelog job NAME --help'. See docs/maintenance.md.")
+    p.add_argument("name", choices=JOB_ORDER, metavar="NAME", help=f"the job: {', '.join(JOB_ORDER)}")
+    p.add_argument("--master", default=None, metavar="URL", help="Spark master (default: local[*])")
+    p.add_argument("--spark-submit", default=None, metavar="PATH", help="spark-submit to use")
+    p.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's options (see docs/maintenance.md)")
+    p.set_defaults(func=run_job)
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    """The spark-submit command line for ``args``."""
+    from lakelog.compaction.maintenance import SCRIPTS, spark_submit_path
+
+    script = Path(importlib.util.find_spec("jobs").origin).resolve().parent / SCRIPTS[args.name]
+    cmd = [spark_submit_path(args.spark_submit)]
+    if args.master:
+        cmd += ["--master", args.master]
+    cmd.append(str(script))
+    if args.root:
+        cmd += ["--root", args.root]
+    for k, v in args.storage_options or ():
+        cmd += ["--storage-option", f"{k}={v}"]
+    if args.json:
+        cmd.append("--json")
+    return cmd + list(args.job_args)
+
+
+def run_job(args: argparse.Namespace) -> int:
+    from lakelog.compaction.maintenance import job_environment
+
+    return subprocess.run(command(args), env=job_environment()).returncode
