@@ -53,7 +53,7 @@ from lakelog.spark.slice_reader import read_slices
 from lakelog.spark.source_offsets import (DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE, Offsets, TopicView,
                                            check_data_loss, from_json_dict, rate_limit, resolve_ending,
                                            resolve_starting, to_json_dict)
-from lakelog.spark.source_options import (InvalidSourceOption, SourceOptions, check_batch, check_streaming,
+from lakelog.spark.source_options import (InvalidSourceOption, Latest, SourceOptions, check_batch, check_streaming,
                                            parse_options)
 from lakelog.storage.storage_root import StorageRoot
 
@@ -209,6 +209,13 @@ class LakelogStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvail
         missing = [tp for tp in tps if tp not in committed]
         starts = resolve_starting(view, self.opts.starting, missing, strategy=self.opts.strategy,
                                   covers=tps) if missing else {}
+        if isinstance(self.opts.starting, Latest):
+            skipped = sum(starts[tp] - view.log_start_offset(tp) for tp in missing)
+            if skipped:
+                # Kafka's default, kept; but an AvailableNow query on an existing topic then reads nothing.
+                log.info("the stream starts at latest (startingOffsets' default for streams, as in Kafka's source): "
+                         "%d records already in %s are not read; set startingOffsets=earliest to read them",
+                         skipped, ", ".join(sorted({tp[0] for tp in missing})))
         starts.update({tp: committed[tp] for tp in tps if tp in committed})
         return to_json_dict(starts)
 

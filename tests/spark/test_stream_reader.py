@@ -166,3 +166,25 @@ def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log):
     assert r.initialOffset() == {"t": {"0": 6, "1": 4}}
     with pytest.raises(Exception, match="must specify all topic partitions"):
         stream_reader(local_log, subscribe="t", groupId="g", startingOffsets='{"t":{"1":4}}').initialOffset()
+
+
+def test_start_at_latest_on_a_non_empty_topic_logs_one_info_line(local_log, caplog):
+    """Kafka's default (latest) is kept, but a stream that skips existing records says so, once, at INFO."""
+    import logging
+
+    local_log.create_topic("t", 2)
+    produce(local_log, "t", 0, 5)
+    produce(local_log, "t", 1, 2)
+    with caplog.at_level(logging.INFO, logger="lakelog.spark.spark_source"):
+        start = stream_reader(local_log, subscribe="t").initialOffset()
+    assert start == {"t": {"0": 5, "1": 2}}
+    lines = [r for r in caplog.records if "starts at latest" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert "7 records already in t" in lines[0].getMessage()
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lakelog.spark.spark_source"):
+        stream_reader(local_log, subscribe="t", startingOffsets="earliest").initialOffset()
+        local_log.create_topic("empty", 1)
+        stream_reader(local_log, subscribe="empty").initialOffset()
+    assert not [r for r in caplog.records if "starts at latest" in r.getMessage()]
