@@ -131,3 +131,11 @@ def test_links_and_file_references_resolve():
         for outside in re.findall(r"DESIGN\.md|[Ss]eed \d+|design brief|shared/seeds", text):
             bad.append(f"{doc.name}: cites {outside!r}, which readers of the repository cannot see")
     assert not bad, "\n".join(bad)
+
+
+def test_cli_doc_lists_every_command():
+    from lakelog.cli import COMMANDS
+
+    text = (DOCS / "cli.md").read_text()
+    missing = [c for c in COMMANDS if f"lakelog {c.replace('_', '-')}" not in text]
+    assert not missing, f"docs/cli.md does not show {missing}"

@@ -11,6 +11,8 @@ Commands (one module of this package per group, see :data:`COMMANDS`)::
     dump-log TOPIC                               kafka-dump-log
     groups list|describe|delete|reset-offsets    kafka-consumer-groups
     serve                                        the HTTP front (FastAPI)
+    maintain                                     the maintenance scheduler
+    job retention|compaction|merge|vacuum        one maintenance job, via spark-submit
 
 A command module exposes ``register(subparsers)``, which adds its parser(s)
 and sets ``func(args) -> int`` on each runnable one; adding a command group is
