@@ -13,13 +13,11 @@ Exits with the job's exit code.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
-from pathlib import Path
 
 
 def register(subparsers) -> None:
-    from lakelog.compaction.maintenance import JOB_ORDER
+    from lakelog.compaction.job_scripts import JOB_ORDER
 
     p = subparsers.add_parser(
         "job", help="run one maintenance job (retention, compaction, merge, vacuum) via spark-submit",
@@ -35,13 +33,13 @@ def register(subparsers) -> None:
 
 def command(args: argparse.Namespace) -> list[str]:
     """The spark-submit command line for ``args``."""
-    from lakelog.compaction.maintenance import SCRIPTS, spark_submit_path
+    from lakelog.compaction.job_scripts import script_path
+    from lakelog.compaction.maintenance import spark_submit_path
 
-    script = Path(importlib.util.find_spec("jobs").origin).resolve().parent / SCRIPTS[args.name]
     cmd = [spark_submit_path(args.spark_submit)]
     if args.master:
         cmd += ["--master", args.master]
-    cmd.append(str(script))
+    cmd.append(str(script_path(args.name)))
     if args.root:
         cmd += ["--root", args.root]
     for k, v in args.storage_options or ():

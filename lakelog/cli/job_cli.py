@@ -21,7 +21,7 @@ import sys
 import time
 
 from lakelog.cli.global_options import key_value, non_negative_int
-from lakelog.compaction.maintenance import JOB_ORDER as JOBS, SCRIPTS
+from lakelog.compaction.job_scripts import JOB_ORDER as JOBS, SCRIPTS
 
 
 

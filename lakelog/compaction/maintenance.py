@@ -32,7 +32,6 @@ Every run is logged (topic, job, reason, exit code, duration, summary).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -47,16 +46,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lakelog.compaction.job_lease import JobLease, LeaseRecord
+from lakelog.compaction.job_scripts import JOB_ORDER, script_path
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import FILE_DELETE_DELAY_MS, RETENTION_CHECK_INTERVAL_MS, TopicConfig
 
 log = logging.getLogger(__name__)
 
-JOB_ORDER = ("retention", "compaction", "merge", "vacuum")
 CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: a topic still dirty after a pass waits this long
-# The spark-submit entry point of each job, in the top-level ``jobs`` package.
-SCRIPTS = {"retention": "retention.py", "compaction": "compact.py", "merge": "merge_segments.py",
-           "vacuum": "vacuum.py"}
 REWRITING_JOBS = ("retention", "compaction", "merge")
 
 
@@ -157,8 +153,7 @@ def spark_submit_path(explicit: str | None = None) -> str:
 
 def job_command(root: StorageRoot, topic: str, job: str, config: SchedulerConfig) -> list[str]:
     """The ``spark-submit`` command line of one job run."""
-    # Located, not imported: the jobs layer sits above this package.
-    script = Path(importlib.util.find_spec("jobs").origin).resolve().parent / SCRIPTS[job]
+    script = script_path(job)
     cmd = [spark_submit_path(config.spark_submit)]
     if config.master:
         cmd += ["--master", config.master]
