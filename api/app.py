@@ -61,7 +61,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             GroupCoordinator, store=app.state.offsets, config=settings.coordinator_config(),
             partition_counts=lambda topics: _partition_counts(metadata, topics))
         ticker = asyncio.create_task(_tick(app.state.coordinator))
-        app.state.produce = ProduceService(log, accumulator, metadata, metrics)
+        app.state.produce = ProduceService(log, accumulator, metadata, metrics,
+                                           max_request_bytes=settings.max_request_bytes)
         await run_in_threadpool(ProduceService.warm_up)
         # What exists now lives as long as the process: keep it out of the collector's generations, so a
         # full collection scans only request garbage, not the whole start-up heap, at the latency tail.

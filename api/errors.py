@@ -8,6 +8,7 @@ and retriable storage errors carry ``Retry-After``.
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -83,6 +84,17 @@ def error_response(error: E.KafkaError, retry_after_s: int = 1, status: int | No
     return JSONResponse(error.to_dict(), status_code=status, headers=headers)
 
 
+def unexpected_error(exc: Exception, method: str, path: str) -> E.KafkaError:
+    """What a client is told of an exception that is no KafkaError: a storage failure is the retriable
+    ``KAFKA_STORAGE_ERROR``, anything else ``UNKNOWN_SERVER_ERROR``. The answer names no exception type,
+    message, file path or trace: those go to the server's log only."""
+    if E.is_storage_failure(exc):
+        log.warning("storage failure on %s %s: %r", method, path, exc)
+        return E.storage_error(exc)
+    log.error("unexpected error on %s %s", method, path, exc_info=exc)
+    return E.UnknownServerError("an unexpected server error; the server's log has the details")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map KafkaError, request validation errors, HTTP errors and anything unexpected to error bodies."""
 
@@ -103,12 +115,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return await on_kafka_error(request, E.InvalidRequest(_describe_validation(exc)))
 
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code in (404, 405):  # no such route or method: an HTTP error, no Kafka one (as Confluent's)
+            name = HTTPStatus(exc.status_code).name
+            body = {"error_code": exc.status_code, "error_name": name,
+                    "message": f"{name.replace('_', ' ').lower()}: {request.method} {request.url.path}"}
+            return JSONResponse(body, status_code=exc.status_code, headers=headers)
         err = E.InvalidRequest(str(exc.detail))
-        return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return await on_kafka_error(request, E.UnknownServerError(f"{type(exc).__name__}: {exc}"))
+        return await on_kafka_error(request, unexpected_error(exc, request.method, request.url.path))
 
     app.add_exception_handler(E.KafkaError, on_kafka_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -78,22 +78,34 @@ class MalformedBody(ValueError):
     """The body is not JSON, or not a produce body; the message says where."""
 
 
+# msgspec's own errors, and what it raises for bytes that are not UTF-8 or nest deeper than it recurses.
+_UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
 def decode_produce(body: bytes) -> SimpleProduce | IdempotentProduce:
     """The validated body; raises :class:`MalformedBody` naming the first problem and its JSON path."""
     try:
         return _SIMPLE.decode(body)  # the common form first: an idempotent body fails fast, at its first field
-    except msgspec.DecodeError as simple_error:
+    except _UNDECODABLE as simple_error:
         try:
             return _IDEMPOTENT.decode(body)
-        except msgspec.DecodeError as idempotent_error:
+        except _UNDECODABLE as idempotent_error:
             e = idempotent_error if _is_idempotent_form(body) else simple_error
-            raise MalformedBody(f"malformed produce request: {e}") from None
+            raise MalformedBody(f"malformed produce request: {_describe(e)}") from None
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"the body is not UTF-8 (byte {e.start})"
+    if isinstance(e, RecursionError):
+        return "the body nests deeper than a produce request can"
+    return str(e)
 
 
 def _is_idempotent_form(body: bytes) -> bool:
     try:
         top = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except _UNDECODABLE:
         return False
     return isinstance(top, dict) and "batches" in top
 

@@ -27,7 +27,6 @@ loop keeps serving (group heartbeats, health checks) meanwhile.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Mapping
 from urllib.parse import parse_qsl
 
@@ -37,7 +36,7 @@ from starlette.responses import JSONResponse
 from lakelog import errors as E
 
 from api.auth import TOPIC
-from api.errors import error_response
+from api.errors import error_response, unexpected_error
 from api.schemas import INT32_MAX, INT64_MAX
 from api.services.produce import ARROW_STREAM, JSON, ArrowParams, StaleMetadata, media_type
 
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-log = logging.getLogger(__name__)
 
 ROUTE = "/v1/topics/{topic}/records"
 PARSE_ROUTE = "/v1/bench/parse/{topic}"
@@ -155,16 +153,15 @@ class ProduceLane:
                     break
             headers: dict[str, str] = {}
             for name, value in scope["headers"]:
-                if name in (b"authorization", b"content-type"):
-                    headers[name.decode()] = value.decode("latin-1")
+                if name in (b"authorization", b"content-type"):  # the first of repeated ones, as Starlette reads
+                    headers.setdefault(name.decode(), value.decode("latin-1"))
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
             response = await produce(self.state, topic, query, headers.get("authorization"),
                                      headers.get("content-type"), b"".join(chunks), parse_only=parse_only)
         except E.KafkaError as e:
             response = self._refuse(e)
         except Exception as e:  # answered like FastAPI's handler for the unexpected
-            log.exception("unexpected error on POST %s", scope["path"])
-            response = self._refuse(E.UnknownServerError(f"{type(e).__name__}: {e}"))
+            response = self._refuse(unexpected_error(e, "POST", scope["path"]))
         await response(scope, receive, send)
 
     def _refuse(self, error: E.KafkaError) -> JSONResponse:

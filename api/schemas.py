@@ -8,15 +8,30 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _valid_unicode(text: str) -> str:
+    """JSON's ``"\\ud800"`` escapes decode to lone surrogates, which no UTF-8 store or answer can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("not valid Unicode text (a lone surrogate)") from None
+    return text
+
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Int64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Generation = Annotated[int, Field(ge=-1, le=INT32_MAX)]
+TimeoutMs = Annotated[int, Field(ge=0, le=INT32_MAX)]  # Kafka's timeouts are int32 milliseconds
+Text = Annotated[str, AfterValidator(_valid_unicode)]
 Encoding = Literal["utf8", "base64"]
-ConfigValue = Union[str, int, float]
-_FORBID = ConfigDict(extra="forbid")
+ConfigValue = Union[Text, int, float]
+# Request bodies: unknown fields refused, and no coercion ("5" or true is no integer, 5 no string), as Kafka's
+# typed protocol fields.
+_FORBID = ConfigDict(extra="forbid", strict=True)
 
 
 class ErrorBody(BaseModel):
@@ -57,14 +72,14 @@ class ProduceAccepted(BaseModel):
 # -- topics -------------------------------------------------------------------------------
 class TopicCreate(BaseModel):
     model_config = _FORBID
-    name: str
+    name: Text
     partitions: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)] = 1
-    configs: dict[str, ConfigValue] = Field(default_factory=dict)
+    configs: dict[Text, ConfigValue] = Field(default_factory=dict)
 
 
 class TopicAlter(BaseModel):
     model_config = _FORBID
-    configs: dict[str, ConfigValue] | None = None
+    configs: dict[Text, ConfigValue] | None = None
     partitions: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)] | None = Field(
         default=None, description="new partition count (increase only)")
 
@@ -105,7 +120,7 @@ class DeleteRecordsOut(BaseModel):
 # -- producers ----------------------------------------------------------------------------
 class ProducerInit(BaseModel):
     model_config = _FORBID
-    transactional_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    transactional_id: Annotated[Text, Field(min_length=1, max_length=255)] | None = None
 
 
 class ProducerOut(BaseModel):
@@ -116,7 +131,7 @@ class ProducerOut(BaseModel):
 
 # -- fetch --------------------------------------------------------------------------------
 class HeaderOut(BaseModel):
-    key: str
+    key: str | None  # null only in records written before header keys were validated on the way in
     value: str | None
 
 
@@ -144,17 +159,17 @@ class FetchOut(BaseModel):
 # -- groups and offsets --------------------------------------------------------------------
 class OffsetIn(BaseModel):
     model_config = _FORBID
-    topic: str
+    topic: Text
     partition: Int32
     offset: Int64
-    metadata: str | None = None
+    metadata: Text | None = None
 
 
 class OffsetCommit(BaseModel):
     model_config = _FORBID
     offsets: list[OffsetIn] = Field(min_length=1)
-    member_id: str | None = Field(default=None, description="the committing member (absent: a simple commit)")
-    generation_id: int = Field(default=-1, description="the member's generation (-1 with no member)")
+    member_id: Text | None = Field(default=None, description="the committing member (absent: a simple commit)")
+    generation_id: Generation = Field(default=-1, description="the member's generation (-1 with no member)")
 
 
 class CommittedOut(BaseModel):
@@ -209,14 +224,14 @@ class TopicPartitionOut(BaseModel):
 
 class JoinGroupIn(BaseModel):
     model_config = _FORBID
-    topics: list[str] = Field(min_length=1, description="subscribed topics (a pattern is resolved client-side)")
-    protocols: list[str] = Field(default=["range"], min_length=1,
+    topics: list[Text] = Field(min_length=1, description="subscribed topics (a pattern is resolved client-side)")
+    protocols: list[Text] = Field(default=["range"], min_length=1,
                                  description="partition.assignment.strategy names, by preference")
-    member_id: str | None = Field(default=None, description="absent on the first join")
-    group_instance_id: str | None = Field(default=None, description="group.instance.id (static membership)")
-    client_id: str = "lakelog"
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
+    member_id: Text | None = Field(default=None, description="absent on the first join")
+    group_instance_id: Text | None = Field(default=None, description="group.instance.id (static membership)")
+    client_id: Text = "lakelog"
+    session_timeout_ms: TimeoutMs = 45_000
+    rebalance_timeout_ms: TimeoutMs = 300_000
 
 
 class JoinGroupOut(BaseModel):
@@ -230,8 +245,8 @@ class JoinGroupOut(BaseModel):
 
 class HeartbeatIn(BaseModel):
     model_config = _FORBID
-    generation: int
-    group_instance_id: str | None = None
+    generation: Generation
+    group_instance_id: Text | None = None
 
 
 class MemberOut(BaseModel):

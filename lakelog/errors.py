@@ -8,6 +8,8 @@ by code with :func:`error_for_code`.
 
 from __future__ import annotations
 
+import os
+import sys
 
 class KafkaError(Exception):
     """Base of lakelog's errors; ``code``/``name`` are Kafka's, ``retriable`` says whether a retry may succeed."""
@@ -278,3 +280,19 @@ class InvalidRecord(KafkaError):
 
 
 _BY_CODE[InvalidRecord.code] = InvalidRecord
+
+
+def is_storage_failure(e: BaseException) -> bool:
+    """The store failed (I/O, network, permissions, a full or read-only disk, delta-rs I/O)."""
+    if isinstance(e, OSError):
+        return True
+    deltalake = sys.modules.get("deltalake")
+    return deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
+
+
+def storage_error(e: BaseException) -> KafkaStorageError:
+    """A storage failure as Kafka's retriable ``KAFKA_STORAGE_ERROR``, its message naming the failure but no
+    path, so it may be shown to a remote client (``No space left on device``, ``Read-only file system``)."""
+    errno = getattr(e, "errno", None)
+    reason = os.strerror(errno) if isinstance(errno, int) and errno > 0 else type(e).__name__
+    return KafkaStorageError(f"the storage failed: {reason}")

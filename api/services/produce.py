@@ -33,6 +33,7 @@ from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import AppendResult, PartitionBatch
 from lakelog.writer.records import normalize_records, validate_records
 
+from api.arrow_body import read_arrow_body
 from api.errors import UnsupportedContentType
 from api.produce_body import IdempotentProduce, MalformedBody, RecordIn, decode_produce
 from api.schemas import INT32_MAX, INT64_MAX
@@ -146,8 +147,9 @@ class ProduceService:
     loop; ``prepare`` and ``check_producers`` may read storage and run in worker threads (``api.produce_lane``)."""
 
     def __init__(self, log: "Log", accumulator: "RecordAccumulator", metadata: "TopicMetadata",
-                 metrics: "Metrics") -> None:
+                 metrics: "Metrics", *, max_request_bytes: int = 64 << 20) -> None:
         self.log = log
+        self.max_request_bytes = max_request_bytes  # also bounds what an Arrow body decodes to
         self.accumulator = accumulator
         self.metadata = metadata
         self.metrics = metrics
@@ -232,10 +234,7 @@ class ProduceService:
 
     def _parse_arrow(self, topic: str, body: bytes, snap: "TopicSnapshot", fresh: bool,
                      params: ArrowParams) -> list[PartitionBatch]:
-        try:
-            table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
-        except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
-            raise InvalidRequest(f"the body is not a readable Arrow IPC stream: {e}") from None
+        table = read_arrow_body(body, max_decoded_bytes=self.max_request_bytes)
         extra = set(table.column_names) - _ARROW_COLUMNS
         if extra:
             raise InvalidRequest(f"unknown Arrow columns {sorted(extra)}; allowed: {sorted(_ARROW_COLUMNS)}")

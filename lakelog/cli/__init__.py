@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     resolve_topic(parser, args)
     from lakelog.cli.output import print_error
-    from lakelog.errors import KafkaError, KafkaStorageError
+    from lakelog.errors import KafkaError, KafkaStorageError, is_storage_failure
 
     try:
         return int(args.func(args) or 0)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except Exception as e:
-        if not _is_storage_failure(e):
+        if not is_storage_failure(e):
             raise
         print_error(KafkaStorageError(f"{type(e).__name__}: {e}"), as_json=args.json)
         return 1
@@ -90,14 +90,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     return 0
-
-
-def _is_storage_failure(e: Exception) -> bool:
-    """The store failed (network, permissions, delta-rs I/O): reported as Kafka's KAFKA_STORAGE_ERROR."""
-    if isinstance(e, OSError):
-        return True
-    deltalake = sys.modules.get("deltalake")
-    return deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
 
 
 def _quiet_broken_pipe() -> int:

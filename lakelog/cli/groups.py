@@ -170,7 +170,7 @@ class RootSource:
         return sorted((g, _saved_state(saved.get(g))) for g in names)
 
     def describe(self, group: str) -> GroupView | None:
-        from lakelog.group.consumer_offsets import validate_group_id
+        from lakelog.group.group_id import validate_group_id
 
         validate_group_id(group)
         store = self.store()

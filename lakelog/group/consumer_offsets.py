@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from lakelog.errors import InvalidGroupId, InvalidRequest, KafkaError, OffsetMetadataTooLarge, TopicAlreadyExists
+from lakelog.errors import InvalidRequest, KafkaError, OffsetMetadataTooLarge, TopicAlreadyExists
+from lakelog.group.group_id import validate_group_id
 from lakelog.writer.partitioner import partition_for_key
 from lakelog.storage.topic_name import validate_topic_name
 from lakelog.writer.committer import PartitionBatch
@@ -48,7 +49,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS = 8
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
-MAX_GROUP_ID_LENGTH = 255
 _FETCH_RECORDS = 10_000
 
 
@@ -62,17 +62,6 @@ class CommittedOffset:
     offset: int
     metadata: str
     commit_timestamp: int  # epoch ms
-
-
-def validate_group_id(group: object) -> str:
-    """Return ``group`` if it is a usable group id, else raise ``INVALID_GROUP_ID``."""
-    if not isinstance(group, str) or not group:
-        raise InvalidGroupId(f"group id {group!r} is illegal: it must be a non-empty string")
-    if len(group) > MAX_GROUP_ID_LENGTH:
-        raise InvalidGroupId(f"group id is {len(group)} characters long, the limit is {MAX_GROUP_ID_LENGTH}")
-    if any(ord(c) < 32 for c in group):
-        raise InvalidGroupId(f"group id {group!r} is illegal: it contains a control character")
-    return group
 
 
 def encode_key(group: str, topic: str, partition: int) -> bytes:

@@ -46,11 +46,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from lakelog.group.assignors import (ASSIGNORS, MemberSubscription, TopicPartition, choose_protocol, get_assignor)
+from lakelog.group.group_id import validate_group_id
+from lakelog.storage.topic_name import validate_topic_name
 from lakelog.errors import (FencedInstanceId, GroupIdNotFound, IllegalGeneration, InconsistentGroupProtocol,
-                            InvalidGroupId, InvalidRequest, InvalidSessionTimeout, NonEmptyGroup,
+                            InvalidRequest, InvalidSessionTimeout, NonEmptyGroup,
                             RebalanceInProgress, UnknownMemberId)
 
 log = logging.getLogger(__name__)
+INT32_MAX = 2**31 - 1  # Kafka's timeouts are int32 milliseconds
 
 EMPTY, PREPARING_REBALANCE, STABLE, DEAD = "Empty", "PreparingRebalance", "Stable", "Dead"
 COOPERATIVE = "cooperative-sticky"
@@ -202,8 +205,7 @@ class GroupCoordinator:
 
     # -- helpers --------------------------------------------------------------------------------
     def _group(self, group_id: str, create: bool = False) -> Group:
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidGroupId(f"group id {group_id!r} is not valid: it must be a non-empty string")
+        validate_group_id(group_id)
         g = self._groups.get(group_id)
         if g is None or g.state == DEAD:
             if not create:
@@ -313,8 +315,8 @@ class GroupCoordinator:
         lo, hi = self.config.group_min_session_timeout_ms, self.config.group_max_session_timeout_ms
         if not lo <= session_timeout_ms <= hi:
             raise InvalidSessionTimeout(f"session.timeout.ms {session_timeout_ms} is outside [{lo}, {hi}]")
-        if rebalance_timeout_ms <= 0:
-            raise InvalidRequest(f"rebalance.timeout.ms must be positive, got {rebalance_timeout_ms}")
+        if not 0 < rebalance_timeout_ms <= INT32_MAX:
+            raise InvalidRequest(f"rebalance.timeout.ms must be in (0, {INT32_MAX}], got {rebalance_timeout_ms}")
         protocols = tuple(protocols)
         bad = [p for p in protocols if p not in ASSIGNORS]
         if not protocols or bad:
@@ -322,9 +324,10 @@ class GroupCoordinator:
                                             f"supported: {', '.join(ASSIGNORS)}")
         if not topics or not all(isinstance(t, str) and t for t in topics):
             raise InvalidRequest("a member must subscribe to at least one topic")
+        for t in topics:
+            validate_topic_name(t)
+        validate_group_id(group_id)
         with self._cv:
-            if not isinstance(group_id, str) or not group_id:
-                raise InvalidGroupId(f"group id {group_id!r} is not valid: it must be a non-empty string")
             g = self._groups.get(group_id)
             if g is None or g.state == DEAD:
                 g = Group(group_id)  # registered below, once the join is accepted: a refused join creates nothing

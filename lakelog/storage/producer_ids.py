@@ -135,7 +135,8 @@ class ProducerRegistry:
     def check(self, producer_id: int, epoch: int) -> bool:
         """Validate a producer id/epoch pair; returns whether the id is transactional.
 
-        Raises ``UNKNOWN_PRODUCER_ID`` for an id never allocated and
+        Raises ``UNKNOWN_PRODUCER_ID`` for an id never allocated (or, in this process's block, never handed
+        out: ids of other processes' blocks cannot be told apart from issued ones) and
         ``PRODUCER_FENCED`` for a transactional id whose epoch was bumped.
         """
         with self._lock:
@@ -146,8 +147,11 @@ class ProducerRegistry:
                 dt.update_incremental()
                 allocated = dt.transaction_version(NEXT_APP) or 0
                 current = dt.transaction_version(f"lakelog.epoch.{producer_id}")
+            unissued = bool(self._block) and self._block[0] <= producer_id < self._block[1]
         if producer_id < 0 or producer_id >= allocated:
             raise UnknownProducerId(f"producer id {producer_id} was never allocated (next id {allocated})")
+        if unissued:  # in this process's own block, past the ids it has handed out: no producer holds it
+            raise UnknownProducerId(f"producer id {producer_id} was never handed out by InitProducerId")
         if current is not None and epoch < current:
             raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {current}")
         return current is not None

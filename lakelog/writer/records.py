@@ -141,6 +141,12 @@ def validate_records(records: pa.Table, config: TopicConfig, *, topic: str, part
             i = pc.index(sizes, biggest).as_py()
             raise MessageTooLarge(f"record {i} for topic {topic} partition {partition} is {biggest} bytes, "
                                   f"larger than max.message.bytes={limit}")
+    headers = records.column("headers")
+    if headers.null_count < len(headers):
+        flat = pc.list_flatten(headers)
+        if flat.null_count or pc.struct_field(flat, "key").null_count:
+            raise InvalidRecord(f"a record header for topic {topic} partition {partition} has a null key "
+                                f"(Kafka requires every header to have a key)")
     if config.compacted and records.column("key").null_count:
         raise InvalidRecord(f"compacted topic {topic} cannot accept a record without a key (partition {partition})")
     if not config.log_append_time and records.column("timestamp").null_count < records.num_rows:

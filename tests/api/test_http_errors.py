@@ -240,7 +240,7 @@ ROWS = [
     (row_unknown_field, 400, 42, "INVALID_REQUEST"),
     (row_empty_records, 400, 42, "INVALID_REQUEST"),
     (row_bad_base64, 400, 42, "INVALID_REQUEST"),
-    (row_bad_arrow, 400, 42, "INVALID_REQUEST"),
+    (row_bad_arrow, 400, 2, "CORRUPT_MESSAGE"),
     (row_arrow_unknown_column, 400, 42, "INVALID_REQUEST"),
     (row_bad_timestamp, 400, 32, "INVALID_TIMESTAMP"),
     (row_bad_acks, 400, 42, "INVALID_REQUEST"),

@@ -1,0 +1,183 @@
+"""Arrow IPC produce bodies, read as hostile input: bounded, then fully validated, before anything uses them.
+
+A body is an Arrow IPC stream. It is read in three steps, and nothing else touches its data before the last:
+
+1. **Bound.** Every message's metadata is read (pyarrow verifies the flatbuffers) and the decoded size of each
+   record batch is computed from its header without decoding it: the buffer lengths, or for a compressed
+   batch (LZ4 frame or ZSTD per buffer) the uncompressed length each buffer declares in its first 8 bytes.
+   A stream whose decoded size exceeds ``max_decoded_bytes`` is refused with ``MESSAGE_TOO_LARGE`` before
+   any buffer is decompressed, so a 33 KB body cannot make the process allocate a gigabyte. Buffers must
+   lie inside their message's body.
+2. **Shape.** The schema may only use the plain types a produce body needs (no dictionary encoding,
+   extension types, unions, maps or large nesting): dictionary batches (whose deltas are concatenated
+   while reading, touching data) never reach the reader.
+3. **Validate.** The batches are read and ``validate(full=True)`` checks every buffer, offset, length and
+   null count, and UTF-8 where the schema says string, so corrupt offsets that would make Arrow read
+   outside its buffers (a crash, or foreign memory in the log) are ``CORRUPT_MESSAGE``.
+
+Pure functions over bytes; thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+
+from lakelog.errors import CorruptRecord, MessageTooLarge
+
+# Arrow's Message flatbuffer (format/Message.fbs): the fields this module reads, by vtable slot.
+_MESSAGE_HEADER_TYPE, _MESSAGE_HEADER = 1, 2
+_HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 2, 3
+_BATCH_LENGTH, _BATCH_NODES, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 1, 2, 3
+_DICTIONARY_DATA = 1
+_NO_COMPRESSION_MARKER = -1  # a compressed batch's buffer stored as is: its 8-byte prefix says -1
+
+
+class _Table:
+    """A flatbuffers table inside ``data`` (bounds-checked: a bad offset raises ``struct.error``/ValueError)."""
+
+    def __init__(self, data: memoryview, pos: int) -> None:
+        self.data, self.pos = data, pos
+        (soffset,) = struct.unpack_from("<i", data, pos)
+        self.vtable = pos - soffset
+        (self.vtable_len,) = struct.unpack_from("<H", data, self.vtable)
+
+    def _field(self, slot: int) -> int | None:
+        entry = 4 + 2 * slot
+        if entry + 2 > self.vtable_len:
+            return None
+        (off,) = struct.unpack_from("<H", self.data, self.vtable + entry)
+        return self.pos + off if off else None
+
+    def scalar(self, slot: int, fmt: str, default: int = 0) -> int:
+        at = self._field(slot)
+        return default if at is None else struct.unpack_from(fmt, self.data, at)[0]
+
+    def table(self, slot: int) -> "_Table | None":
+        at = self._field(slot)
+        return None if at is None else _Table(self.data, at + struct.unpack_from("<I", self.data, at)[0])
+
+    def structs(self, slot: int, fmt: str) -> list[tuple]:
+        """A vector of fixed-size structs."""
+        at = self._field(slot)
+        if at is None:
+            return []
+        start = at + struct.unpack_from("<I", self.data, at)[0]
+        (n,) = struct.unpack_from("<I", self.data, start)
+        size = struct.calcsize(fmt)
+        if start + 4 + n * size > len(self.data):
+            raise ValueError("vector runs past the metadata")
+        return [struct.unpack_from(fmt, self.data, start + 4 + i * size) for i in range(n)]
+
+
+def _root(metadata: pa.Buffer) -> _Table:
+    data = memoryview(metadata)
+    (root,) = struct.unpack_from("<I", data, 0)
+    return _Table(data, root)
+
+
+def batch_decoded_size(metadata: pa.Buffer, body: pa.Buffer) -> tuple[int, int]:
+    """``(rows, decoded bytes)`` of a record or dictionary batch message, from its header alone.
+
+    Raises :class:`~lakelog.errors.CorruptRecord` for a header that does not fit its body.
+    """
+    try:
+        message = _root(metadata)
+        header_type = message.scalar(_MESSAGE_HEADER_TYPE, "<B")
+        header = message.table(_MESSAGE_HEADER)
+        if header is not None and header_type == _HEADER_DICTIONARY_BATCH:
+            header = header.table(_DICTIONARY_DATA)
+        if header is None or header_type not in (_HEADER_RECORD_BATCH, _HEADER_DICTIONARY_BATCH):
+            raise CorruptRecord("an Arrow batch message without a batch header")
+        rows = header.scalar(_BATCH_LENGTH, "<q")
+        compressed = header.table(_BATCH_COMPRESSION) is not None
+        body_view = memoryview(body)
+        decoded = 0
+        for offset, length in header.structs(_BATCH_BUFFERS, "<qq"):
+            if offset < 0 or length < 0 or offset + length > len(body_view):
+                raise CorruptRecord(f"an Arrow buffer [{offset}, {offset + length}) lies outside its message body "
+                                    f"of {len(body_view)} bytes")
+            if not compressed or length == 0:
+                decoded += length
+                continue
+            if length < 8:
+                raise CorruptRecord(f"a compressed Arrow buffer of {length} bytes has no length prefix")
+            (declared,) = struct.unpack_from("<q", body_view, offset)
+            if declared == _NO_COMPRESSION_MARKER:
+                decoded += length - 8
+            elif declared < 0:
+                raise CorruptRecord(f"a compressed Arrow buffer declares {declared} bytes")
+            else:
+                decoded += declared
+        for node_length, null_count in header.structs(_BATCH_NODES, "<qq"):
+            if node_length < 0 or not 0 <= null_count <= node_length:
+                raise CorruptRecord(f"an Arrow field node of length {node_length} with {null_count} nulls")
+    except (struct.error, ValueError) as e:
+        raise CorruptRecord(f"an Arrow batch header is malformed ({e})") from None
+    if rows < 0:
+        raise CorruptRecord(f"an Arrow batch of {rows} rows")
+    return rows, decoded
+
+
+def _plain(t: pa.DataType, depth: int = 0) -> bool:
+    """The types a produce body may use: scalars, strings and binaries, and lists and structs of them."""
+    if depth > 3:
+        return False
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _plain(t.value_type, depth + 1)
+    if pa.types.is_struct(t):
+        return all(_plain(t.field(i).type, depth + 1) for i in range(t.num_fields))
+    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_floating(t) or pa.types.is_null(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_timestamp(t))
+
+
+def read_arrow_body(body: bytes, *, max_decoded_bytes: int) -> pa.Table:
+    """The body's table, bounded and fully validated (see the module doc).
+
+    Raises ``CORRUPT_MESSAGE`` for anything malformed and ``MESSAGE_TOO_LARGE`` when the decoded batches would
+    exceed ``max_decoded_bytes``; nothing has been decompressed beyond that bound when either is raised.
+    """
+    buf = pa.py_buffer(body)
+    decoded = rows = 0
+    try:
+        messages = pa.ipc.MessageReader.open_stream(buf)
+        first = True
+        for message in messages:
+            if first:
+                if message.type != "schema":
+                    raise CorruptRecord("an Arrow IPC stream must start with its schema")
+                first = False
+                continue
+            if message.type == "dictionary batch":
+                raise CorruptRecord("dictionary-encoded Arrow columns are not accepted in a produce body")
+            if message.type != "record batch":
+                raise CorruptRecord(f"unexpected Arrow IPC message {message.type!r}")
+            n, size = batch_decoded_size(message.metadata, message.body)
+            rows, decoded = rows + n, decoded + size
+            if decoded > max_decoded_bytes:
+                raise MessageTooLarge(f"the Arrow body decodes to more than {max_decoded_bytes} bytes "
+                                      f"(max_request_bytes); it was refused before decompression")
+            # A column of nulls needs no buffer at all: bound the rows too, by what a row costs elsewhere.
+            if rows > max_decoded_bytes:
+                raise MessageTooLarge(f"the Arrow body declares {rows} rows, more than its size limit allows")
+        if first:
+            raise CorruptRecord("an empty Arrow IPC stream")
+        reader = pa.ipc.open_stream(buf)
+        for field in reader.schema:
+            if not _plain(field.type):
+                raise CorruptRecord(f"Arrow column {field.name!r} has type {field.type}, which a produce body "
+                                    f"may not use (plain binary, string, integer and timestamp columns, and "
+                                    f"lists and structs of them)")
+        table = reader.read_all()
+        table.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptRecord(f"the body is not a valid Arrow IPC stream: {_one_line(e)}") from None
+    return table
+
+
+def _one_line(e: Exception) -> str:
+    """An Arrow error's first line, without the C++ source locations some builds append."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text[:300]
