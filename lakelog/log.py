@@ -15,22 +15,32 @@ commit protocol fences them (see :mod:`lakelog.writer.committer`).
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Mapping
+import time
+import uuid
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.storage.catalog import Catalog, TopicDescription
-from lakelog.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
+from lakelog.storage.catalog import Catalog, TopicDescription, describe_snapshot
+from lakelog.errors import KafkaError, RequestTimedOut, UnknownTopicOrPartition
 from lakelog.writer.partitioner import StickyPartitioner, partitions_for_keys
 from lakelog.storage.producer_ids import ProducerIdentity, ProducerRegistry
 from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, resolve_offset
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.storage.topic_snapshot import TopicSnapshot, advance, load_snapshot, lso_app
+from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
+from lakelog.storage.delta_log import commit_path, encode_actions
+from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
+                                            lso_app)
 from lakelog.writer.accumulator import RecordAccumulator
 from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
+
+
+#: How long an admin commit (alter, delete-records) keeps re-planning after other processes' commits took its
+#: version, before it answers ``REQUEST_TIMED_OUT`` (Kafka's admin requests time out after 30 s too).
+ADMIN_COMMIT_TIMEOUT_S = 30.0
 
 
 class Log:
@@ -59,8 +69,19 @@ class Log:
 
     def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,
                     partitions: int | None = None) -> TopicDescription:
-        # An open writer sees the change at its next commit (it conflicts with this one) and validates again.
-        return self.catalog.alter(name, dict(configs) if configs is not None else None, partitions)
+        """Set configs and/or increase the partition count (``INVALID_PARTITIONS`` on a decrease).
+
+        An open writer sees the change at its next commit (it conflicts with this one) and validates again.
+        """
+        configs = dict(configs) if configs is not None else None
+        Catalog.plan_alter(self.snapshot(name), configs, partitions)  # refuse bad input before any storage work
+        base = table_metadata(self.root, name)
+
+        def actions(snap: TopicSnapshot) -> list[dict]:
+            props = Catalog.plan_alter(snap, configs, partitions)
+            return [{"metaData": {**base, "configuration": {**snap.configuration, **props}}}] if props else []
+
+        return describe_snapshot(self._admin_commit(name, "alter", "SET TBLPROPERTIES", actions))
 
     def delete_topic(self, name: str) -> None:
         self.catalog.delete(name)
@@ -153,14 +174,9 @@ class Log:
         ``-1`` means the high watermark.  Segments wholly below it are removed by
         the next retention run; reads below it fail with ``OFFSET_OUT_OF_RANGE`` at once.
         """
-        from deltalake import CommitProperties, DeltaTable, Transaction
-        from deltalake.exceptions import CommitFailedError
-
         from lakelog.errors import OffsetOutOfRange
-        from lakelog.storage.record_schema import TABLE_SCHEMA
 
-        for _ in range(20):
-            snap = self.snapshot(topic)
+        def actions(snap: TopicSnapshot) -> list[dict]:
             if not 0 <= partition < snap.partition_count:
                 raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
             hw = snap.high_watermark(partition)
@@ -168,20 +184,41 @@ class Log:
             if target < 0 or target > hw:
                 raise OffsetOutOfRange(f"delete-records offset {before_offset} for topic {topic} partition "
                                        f"{partition} is outside [0, high watermark {hw}]")
-            current = snap.log_start_offset(partition)
-            if target <= current:
-                return current
-            dt = DeltaTable(self.root.uri_for("topics", topic), version=snap.version,
-                            storage_options=self.root.storage_options)
-            try:
-                dt.create_write_transaction([], mode="append", schema=TABLE_SCHEMA, partition_by=["partition"],
-                                            commit_properties=CommitProperties(
-                                                app_transactions=[Transaction(lso_app(partition), target)],
-                                                custom_metadata={"lakelog.operation": "delete-records"}))
-                return target
-            except CommitFailedError:
-                continue
-        raise InvalidRequest(f"delete-records on {topic} partition {partition} kept conflicting; retry")
+            if target <= snap.log_start_offset(partition):
+                return []
+            return [{"txn": {"appId": lso_app(partition), "version": target, "lastUpdated": int(time.time() * 1000)}}]
+
+        return self._admin_commit(topic, "delete-records", "WRITE", actions).log_start_offset(partition)
+
+    def _admin_commit(self, topic: str, operation: str, delta_operation: str,
+                      actions: Callable[[TopicSnapshot], list[dict]]) -> TopicSnapshot:
+        """Commit ``actions(snapshot)`` on the topic's latest snapshot; the snapshot after it.
+
+        The commit is the next ``_delta_log`` file, written put-if-absent like an append's, while this process's
+        appends to the topic wait (the committer's lock), so they cannot take its version; another process's
+        commit can, and then the actions are planned again on the newer snapshot, for up to
+        :data:`ADMIN_COMMIT_TIMEOUT_S`. The snapshot is advanced by reading the new commit files, never by a
+        listing (a listing under concurrent commits can show a false gap). Empty actions commit nothing.
+        """
+        lock, _ = self._committer(topic)
+        deadline = time.monotonic() + ADMIN_COMMIT_TIMEOUT_S
+        with lock:
+            while True:
+                snap = self.snapshot(topic)
+                planned = actions(snap)
+                if not planned:
+                    return snap
+                info = {"timestamp": int(time.time() * 1000), "operation": delta_operation,
+                        "clientVersion": "lakelog", OPERATION_KEY: operation, COMMIT_ID_KEY: uuid.uuid4().hex}
+                try:
+                    put_if_absent(self.root, commit_path(f"topics/{topic}", snap.version + 1),
+                                  encode_actions([{"commitInfo": info}, *planned]))
+                except CommitConflict:
+                    if time.monotonic() > deadline:
+                        raise RequestTimedOut(f"{operation} on {topic} lost to other writers' commits for "
+                                              f"{ADMIN_COMMIT_TIMEOUT_S:.0f} s; retry") from None
+                    continue
+                return self.snapshot(topic)
 
     # -- consume ------------------------------------------------------------------------------
     def fetch(self, topic: str, partition: int, offset: int, *, max_records: int | None = None,

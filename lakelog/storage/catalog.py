@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from lakelog.storage.delta_commit import set_table_properties
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, TopicAlreadyExists,
                             UnknownTopicOrPartition)
 from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
@@ -136,25 +135,26 @@ class Catalog:
     def describe(self, name: str) -> TopicDescription:
         return describe_snapshot(self.snapshot(name))
 
-    def alter(self, name: str, configs: dict | None = None, partitions: int | None = None) -> TopicDescription:
-        """Set configs and/or increase the partition count (``INVALID_PARTITIONS`` on a decrease)."""
-        snap = self.snapshot(name)
+    @staticmethod
+    def plan_alter(snap: TopicSnapshot, configs: dict | None, partitions: int | None) -> dict[str, str]:
+        """The table properties an alter sets on ``snap``: configs, and the partition count if it grows.
+
+        Raises ``INVALID_CONFIG``, ``INVALID_PARTITIONS`` (a decrease) or ``INVALID_REQUEST`` (nothing to
+        alter); an empty result means the topic already is as asked. Pure.
+        """
         props = validate_configs(configs or {})
         if PARTITIONS_PROPERTY in (configs or {}):
             raise InvalidConfig(f"{PARTITIONS_PROPERTY} is not a topic config; use the partitions argument")
         if partitions is not None:
             n = _check_partitions(partitions)
             if n < snap.partition_count:
-                raise InvalidPartitions(
-                    f"topic {name} has {snap.partition_count} partitions; the count can only be increased, not to {n}")
+                raise InvalidPartitions(f"topic {snap.topic} has {snap.partition_count} partitions; the count can "
+                                        f"only be increased, not to {n}")
             if n > snap.partition_count:
                 props[PARTITIONS_PROPERTY] = str(n)
-        if not props:
-            if configs is None and partitions is None:
-                raise InvalidRequest("nothing to alter: give configs and/or partitions")
-            return describe_snapshot(snap)
-        set_table_properties(self.root, name, props)
-        return self.describe(name)
+        if not props and configs is None and partitions is None:
+            raise InvalidRequest("nothing to alter: give configs and/or partitions")
+        return props
 
     def delete(self, name: str) -> None:
         """Delete a topic and all its data."""

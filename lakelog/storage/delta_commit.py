@@ -1,13 +1,12 @@
-"""Writing a raw Delta commit with put-if-absent, for metadata changes.
+"""Writing a raw Delta commit with put-if-absent: the primitive every lakelog commit relies on.
 
-delta-rs 1.6's ``alter.set_table_properties`` hangs against some S3
-endpoints (its list request fails with "error sending request" under moto), so
-lakelog changes table properties by writing the next
-``_delta_log/<version>.json`` itself: a ``commitInfo`` and the new ``metaData``
-action.  The write is a put-if-absent (``If-None-Match: *`` on S3, an exclusive
-rename or hard link locally), exactly the primitive Delta's protocol relies on; a lost
-race raises :class:`CommitConflict` and the caller re-reads and retries.
-Concurrent appenders see the ``metaData`` action and retry their own commit.
+The write is a put-if-absent of ``_delta_log/<version>.json`` (``If-None-Match: *`` on S3, an exclusive
+rename or hard link locally), exactly what Delta's protocol requires of a store; a lost race raises
+:class:`CommitConflict` and the caller re-reads and retries. Appends use it directly on local roots
+(:mod:`lakelog.writer.committer`), and every root's admin commits -- topic configs, partition counts,
+delete-records -- are written this way (:meth:`lakelog.log.Log.alter_topic`): delta-rs 1.6's
+``alter.set_table_properties`` hangs against some S3 endpoints, and its commits list the log, which under
+concurrent appends can show a false gap.
 """
 
 from __future__ import annotations
@@ -16,12 +15,10 @@ import contextlib
 import ctypes
 import errno
 import functools
-import json
 import os
-import time
 import uuid
 
-from lakelog.storage.delta_log import commit_path, encode_actions
+from lakelog.storage.delta_log import read_commit, retry_listing_gaps
 from lakelog.storage.storage_root import StorageRoot
 
 
@@ -112,33 +109,21 @@ def _rename_noreplace(src: str, dst: str) -> bool:
     raise OSError(err, os.strerror(err), dst)
 
 
-def set_table_properties(root: StorageRoot, topic: str, properties: dict[str, str], *, attempts: int = 20) -> int:
-    """Merge ``properties`` into the topic table's configuration; returns the committed version."""
+def table_metadata(root: StorageRoot, topic: str) -> dict:
+    """The topic table's ``metaData`` action as first committed: what a metadata change keeps (the table id,
+    name, schema, partition columns, creation time) around a new ``configuration``.
+
+    Read from commit 0, or from delta-rs when the log's start was cleaned up after a checkpoint.
+    """
+    first = read_commit(root.filesystem, root.path_for("topics", topic), 0)
+    if first is not None and first.metadata is not None:
+        return dict(first.metadata)
     from deltalake import DeltaTable
 
-    uri = root.uri_for("topics", topic)
-    for _ in range(attempts):
-        dt = DeltaTable(uri, storage_options=root.storage_options, without_files=True)
-        md = dt.metadata()
-        configuration = {**dict(md.configuration), **properties}
-        version = dt.version() + 1
-        meta = {
-            "id": md.id,
-            "name": md.name,
-            "description": md.description,
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": dt.schema().to_json(),
-            "partitionColumns": list(md.partition_columns),
-            "configuration": configuration,
-            "createdTime": md.created_time,
-        }
-        info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
-                "operationParameters": {"properties": json.dumps(properties)}, "clientVersion": "lakelog",
-                "lakelog.operation": "alter"}
-        body = encode_actions([{"commitInfo": info}, {"metaData": meta}])
-        try:
-            put_if_absent(root, commit_path(f"topics/{topic}", version), body)
-            return version
-        except CommitConflict:
-            continue
-    raise CommitConflict(f"could not alter {topic}: {attempts} conflicting commits")
+    dt = retry_listing_gaps(lambda: DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options,
+                                               without_files=True))
+    md = dt.metadata()
+    return {"id": md.id, "name": md.name, "description": md.description,
+            "format": {"provider": "parquet", "options": {}}, "schemaString": dt.schema().to_json(),
+            "partitionColumns": list(md.partition_columns), "configuration": dict(md.configuration),
+            "createdTime": md.created_time}

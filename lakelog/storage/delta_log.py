@@ -16,6 +16,7 @@ version, readers see a whole file or none).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -35,6 +36,7 @@ class Commit:
     removes: list[dict] = field(default_factory=list)
     txns: dict[str, int] = field(default_factory=dict)
     configuration: dict[str, str] | None = None  # set when the commit changed metaData
+    metadata: dict | None = None  # that metaData action, whole
     commit_info: dict = field(default_factory=dict)
     protocol: dict | None = None  # set when the commit changed the protocol
 
@@ -56,12 +58,33 @@ def parse_commit(version: int, text: str) -> Commit:
         elif "txn" in action:
             commit.txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         elif "metaData" in action:
+            commit.metadata = action["metaData"]
             commit.configuration = dict(action["metaData"].get("configuration") or {})
         elif "commitInfo" in action:
             commit.commit_info = action["commitInfo"]
         elif "protocol" in action:
             commit.protocol = action["protocol"]
     return commit
+
+
+#: delta-rs's error for a log listing with a hole in it ("Expected contiguous commit files, but found gap").
+LISTING_GAP = "found gap"
+
+
+def retry_listing_gaps(call, *, attempts: int = 6, delay_s: float = 0.01):
+    """``call()``, again if delta-rs reported a gap in the log's listing.
+
+    A directory or object listing taken while commit files are being created can miss an earlier file and
+    see a later one (ext4 hashes directory order; S3 lists are not snapshots): the gap is the listing's,
+    not the log's, so it is retried, with a growing pause, instead of reported.
+    """
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as e:
+            if LISTING_GAP not in str(e) or attempt == attempts - 1:
+                raise
+            time.sleep(delay_s * 2**attempt)
 
 
 def encode_actions(actions: list[dict]) -> bytes:

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from lakelog.storage.delta_log import Commit, LogTailGone, read_tail
+from lakelog.storage.delta_log import Commit, LogTailGone, read_tail, retry_listing_gaps
 from lakelog.storage.producer_state import BatchMetadata, ProducerStateManager
 from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex
 from lakelog.storage.storage_root import StorageRoot
@@ -245,7 +245,7 @@ def rebuild_from_delta(root: StorageRoot, topic: str) -> TopicSnapshot:
     """Build a snapshot from a full delta-rs snapshot of the table (no log tail needed)."""
     from deltalake import DeltaTable
 
-    dt = DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options)
+    dt = retry_listing_gaps(lambda: DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options))
     configuration = dict(dt.metadata().configuration)
     adds = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
     index = SegmentIndex()

@@ -41,7 +41,8 @@ import pyarrow.compute as pc
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
-from lakelog.storage.delta_log import Commit, LogTailGone, commit_path, encode_actions, read_tail
+from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
+                                       retry_listing_gaps)
 from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.storage.producer_state import BatchMetadata, last_sequence
 from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
@@ -133,7 +134,8 @@ class Committer:
         if snap.version < 0:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
         try:
-            self._dt = DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options)
+            self._dt = retry_listing_gaps(
+                lambda: DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options))
         except TableNotFoundError:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}") from None
         self.snapshot: TopicSnapshot = advance(root, snap, until_version=self._dt.version())
@@ -153,7 +155,7 @@ class Committer:
         if self._direct:  # no delta-rs handle to keep in step: our commits do not go through it
             advance(self.root, self.snapshot)
         else:
-            self._dt.update_incremental()
+            retry_listing_gaps(self._dt.update_incremental)
             advance(self.root, self.snapshot, until_version=self._dt.version())
         self._stale = False
         self._start_maintenance()
@@ -468,8 +470,8 @@ class Committer:
     def _checkpoint(self, version: int) -> None:
         """A Delta checkpoint at the latest version, then expired-log cleanup (delta-rs, through ``_dt``)."""
         try:
-            self._dt.update_incremental()
-            self._dt.create_checkpoint()
+            retry_listing_gaps(self._dt.update_incremental)
+            retry_listing_gaps(self._dt.create_checkpoint)
             self._dt.cleanup_metadata()
         except Exception as e:  # a checkpoint only speeds up readers; the commits stand
             log.warning("checkpoint of %s after version %d failed: %s", self.topic, version, _describe(e))
