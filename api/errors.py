@@ -44,6 +44,7 @@ STATUS_BY_CODE: dict[int, int] = {
     E.GroupAuthorizationFailed.code: 403,
     E.ClusterAuthorizationFailed.code: 403,
     E.UnknownTopicOrPartition.code: 404,
+    E.UnknownTopicId.code: 404,
     E.GroupIdNotFound.code: 404,
     E.TopicAlreadyExists.code: 409,
     E.OutOfOrderSequenceNumber.code: 409,

@@ -95,6 +95,7 @@ class PartitionOut(BaseModel):
 
 class TopicOut(BaseModel):
     name: str
+    topic_id: str | None = Field(default=None, description="Kafka's topic id: new for every incarnation of the name")
     partitions: list[PartitionOut]
     configs: dict[str, str]
     overrides: dict[str, str]

@@ -273,6 +273,15 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
     return _BY_CODE.get(code, UnknownServerError)(message)
 
 
+class UnknownTopicId(KafkaError):
+    """The topic was deleted and recreated (a new topic id) since this writer or reader last saw it."""
+
+    code, name, retriable = 100, "UNKNOWN_TOPIC_ID", True
+
+
+_BY_CODE[UnknownTopicId.code] = UnknownTopicId
+
+
 class InvalidRecord(KafkaError):
     """A record is not acceptable to this topic (e.g. a null key on a compacted topic)."""
 
@@ -287,7 +296,8 @@ def is_storage_failure(e: BaseException) -> bool:
     if isinstance(e, OSError):
         return True
     deltalake = sys.modules.get("deltalake")
-    return deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
+    return (deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
+            and not isinstance(e, deltalake.exceptions.TableNotFoundError))  # a missing table is no store failure
 
 
 def storage_error(e: BaseException) -> KafkaStorageError:

@@ -36,6 +36,7 @@ from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicS
 from lakelog.writer.accumulator import RecordAccumulator
 from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
+from lakelog.writer.segment_writer import delete_quietly
 
 
 #: How long an admin commit (alter, delete-records) keeps re-planning after other processes' commits took its
@@ -57,7 +58,10 @@ class Log:
 
     # -- admin ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None) -> TopicDescription:
-        return self.catalog.create(name, partitions, dict(configs or {}))
+        """Create a topic (a new incarnation, with a new topic id, if the name was deleted)."""
+        description = self.catalog.create(name, partitions, dict(configs or {}))
+        self._forget(name)
+        return description
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return self.catalog.list(include_internal)
@@ -84,7 +88,23 @@ class Log:
         return describe_snapshot(self._admin_commit(name, "alter", "SET TBLPROPERTIES", actions))
 
     def delete_topic(self, name: str) -> None:
-        self.catalog.delete(name)
+        """Delete a topic: one commit removes every segment and marks the table deleted, then the segment files
+        go. The table's Delta log stays, so a writer that still holds the topic loses its next commit's
+        version to the delete and is fenced (``UNKNOWN_TOPIC_OR_PARTITION``, or ``UNKNOWN_TOPIC_ID`` once
+        the name is recreated), and a recreated topic continues the log under a new topic id."""
+        self.snapshot(name)  # UNKNOWN_TOPIC_OR_PARTITION before anything is read or written
+        base = table_metadata(self.root, name)
+        removed: list[str] = []
+
+        def actions(snap: TopicSnapshot) -> list[dict]:
+            removed[:] = [seg.path for seg in snap.index]
+            return Catalog.plan_delete(snap, base)
+
+        self._admin_commit(name, "delete", "DELETE", actions, expect_gone=True)
+        delete_quietly(self.root, name, removed)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
         with self._lock:
             self._committers.pop(name, None)
             self._snapshots.pop(name, None)
@@ -104,12 +124,15 @@ class Log:
             snap = self.catalog.snapshot(topic)
         else:
             if not self._has_commit(topic, cached.version + 1):
-                if cached.version >= 0 and not self.catalog.exists(topic):
-                    with self._lock:
-                        self._snapshots.pop(topic, None)
+                if cached.version >= 0 and not self.catalog.table_exists(topic):  # its files removed by hand
+                    self._forget(topic)
                     raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
                 return cached
             snap = advance(self.root, cached.copy())
+            if snap.deleted:  # deleted since: a later create starts from a fresh snapshot of the new incarnation
+                with self._lock:
+                    self._snapshots.pop(topic, None)
+                raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
         with self._lock:
             current = self._snapshots.get(topic)
             if current is None or current.version <= snap.version:
@@ -143,7 +166,12 @@ class Log:
                 committer = Committer(self.root, topic, self.registry)
                 with self._lock:
                     self._committers[topic] = (lock, committer)
-            return committer.append(batches)
+            results = committer.append(batches)
+            if committer.gone:  # the topic was deleted or recreated under it: the next append starts afresh
+                with self._lock:
+                    self._committers[topic] = (lock, None)
+                    self._snapshots.pop(topic, None)
+            return results
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
                            num_partitions: int | None = None, *, explicit: list | None = None,
@@ -191,7 +219,7 @@ class Log:
         return self._admin_commit(topic, "delete-records", "WRITE", actions).log_start_offset(partition)
 
     def _admin_commit(self, topic: str, operation: str, delta_operation: str,
-                      actions: Callable[[TopicSnapshot], list[dict]]) -> TopicSnapshot:
+                      actions: Callable[[TopicSnapshot], list[dict]], *, expect_gone: bool = False) -> TopicSnapshot:
         """Commit ``actions(snapshot)`` on the topic's latest snapshot; the snapshot after it.
 
         The commit is the next ``_delta_log`` file, written put-if-absent like an append's, while this process's
@@ -218,7 +246,7 @@ class Log:
                         raise RequestTimedOut(f"{operation} on {topic} lost to other writers' commits for "
                                               f"{ADMIN_COMMIT_TIMEOUT_S:.0f} s; retry") from None
                     continue
-                return self.snapshot(topic)
+                return snap if expect_gone else self.snapshot(topic)
 
     # -- consume ------------------------------------------------------------------------------
     def fetch(self, topic: str, partition: int, offset: int, *, max_records: int | None = None,

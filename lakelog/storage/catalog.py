@@ -10,17 +10,23 @@ Thread-safe (no shared mutable state).
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import asdict, dataclass, field
 
-from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, TopicAlreadyExists,
-                            UnknownTopicOrPartition)
+from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, KafkaStorageError,
+                            TopicAlreadyExists, UnknownTopicOrPartition)
+from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
+from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import TopicConfig, validate_configs
 from lakelog.storage.topic_name import is_internal, validate_topic_name
-from lakelog.storage.topic_snapshot import PARTITIONS_PROPERTY, TopicSnapshot, load_snapshot
+from lakelog.storage.topic_snapshot import (DELETED_PROPERTY, OPERATION_KEY, PARTITIONS_PROPERTY, TOPIC_ID_PROPERTY,
+                                            TopicSnapshot, load_snapshot)
 
 MAX_PARTITIONS = 10_000
+MAX_ADMIN_ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class TopicDescription:
     configs: dict[str, str]
     overrides: dict[str, str] = field(default_factory=dict)
     version: int = 0
+    topic_id: str | None = None  # Kafka's topic id: new for every incarnation of the name
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,7 +63,7 @@ def describe_snapshot(snap: TopicSnapshot) -> TopicDescription:
         parts.append(PartitionInfo(p, snap.log_start_offset(p), snap.high_watermark(p), len(segs),
                                    sum(s.bytes for s in segs), sum(s.records for s in segs)))
     cfg = TopicConfig(snap.configuration)
-    return TopicDescription(snap.topic, parts, cfg.raw(), cfg.overrides(), snap.version)
+    return TopicDescription(snap.topic, parts, cfg.raw(), cfg.overrides(), snap.version, snap.topic_id)
 
 
 def _check_partitions(n: object) -> int:
@@ -76,14 +83,19 @@ class Catalog:
     def _uri(self, name: str) -> str:
         return self.root.uri_for("topics", validate_topic_name(name))
 
-    def exists(self, name: str) -> bool:
-        """Whether the topic's table exists: its first commit, or a checkpoint once log cleanup removed that."""
+    def table_exists(self, name: str) -> bool:
+        """Whether the topic's table exists (its first commit, or a checkpoint once log cleanup removed that),
+        deleted or not: two existence probes, no read."""
         from pyarrow.fs import FileType
 
         log_dir = self.root.path_for("topics", validate_topic_name(name), "_delta_log")
         if self.root.filesystem.get_file_info(f"{log_dir}/{0:020d}.json").type == FileType.File:
             return True
         return self.root.filesystem.get_file_info(f"{log_dir}/_last_checkpoint").type == FileType.File
+
+    def exists(self, name: str) -> bool:
+        """Whether the topic exists: its table does, and its latest commit is not a delete."""
+        return self.table_exists(name) and not load_snapshot(self.root, name).deleted
 
     def create(self, name: str, partitions: int = 1, configs: dict | None = None) -> TopicDescription:
         """Create a topic; ``TOPIC_ALREADY_EXISTS`` if it exists. Nothing is written on a bad argument."""
@@ -92,9 +104,11 @@ class Catalog:
         validate_topic_name(name)
         n = _check_partitions(partitions)
         props = validate_configs(configs or {})
-        if self.exists(name):
-            raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}")
         props[PARTITIONS_PROPERTY] = str(n)
+        props[TOPIC_ID_PROPERTY] = uuid.uuid4().hex
+        if self.table_exists(name):
+            self._recreate(name, props)
+            return self.describe(name)
         if self.root.is_local:
             self.root.filesystem.create_dir(self.root.path_for("topics", name), recursive=True)
         try:
@@ -106,6 +120,38 @@ class Catalog:
                 raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}") from None
             raise
         return self.describe(name)
+
+    def _recreate(self, name: str, props: dict[str, str]) -> None:
+        """A new incarnation of a deleted topic: the next commit of its table, with a new topic id and table id,
+        every partition's offsets back at 0 (``TOPIC_ALREADY_EXISTS`` if the topic is not deleted)."""
+        for _ in range(MAX_ADMIN_ATTEMPTS):
+            snap = load_snapshot(self.root, name)
+            if not snap.deleted:
+                raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}")
+            now = int(time.time() * 1000)
+            meta = {**table_metadata(self.root, name), "id": str(uuid.uuid4()), "configuration": props,
+                    "createdTime": now}
+            actions = [{"commitInfo": {"timestamp": now, "operation": "CREATE TABLE", "clientVersion": "lakelog",
+                                       OPERATION_KEY: "create"}},
+                       {"metaData": meta},
+                       *({"txn": {"appId": app, "version": 0, "lastUpdated": now}} for app in sorted(snap.txns))]
+            try:
+                put_if_absent(self.root, commit_path(f"topics/{name}", snap.version + 1), encode_actions(actions))
+                return
+            except CommitConflict:
+                continue
+        raise KafkaStorageError(f"recreating topic {name} kept conflicting with other commits; retry")
+
+    @staticmethod
+    def plan_delete(snap: TopicSnapshot, base_metadata: dict) -> list[dict]:
+        """The actions of the commit that deletes a topic: every live segment removed, ``lakelog.deleted`` set
+        on the table's metadata (``base_metadata``: :func:`~lakelog.storage.delta_commit.table_metadata`). Pure."""
+        now = int(time.time() * 1000)
+        removes = [{"remove": {"path": seg.path, "deletionTimestamp": now, "dataChange": True,
+                               "partitionValues": {PARTITION_COLUMN: str(seg.partition)}, "size": seg.bytes}}
+                   for seg in snap.index]
+        configuration = {**snap.configuration, DELETED_PROPERTY: "true"}
+        return [*removes, {"metaData": {**base_metadata, "configuration": configuration}}]
 
     def list(self, include_internal: bool = False) -> list[str]:
         from pyarrow.fs import FileSelector, FileType
@@ -128,7 +174,7 @@ class Catalog:
     def snapshot(self, name: str) -> TopicSnapshot:
         validate_topic_name(name)
         snap = load_snapshot(self.root, name)
-        if snap.version < 0:
+        if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {name} does not exist under {self.root.uri}")
         return snap
 
@@ -156,9 +202,3 @@ class Catalog:
             raise InvalidRequest("nothing to alter: give configs and/or partitions")
         return props
 
-    def delete(self, name: str) -> None:
-        """Delete a topic and all its data."""
-        validate_topic_name(name)
-        if not self.exists(name):
-            raise UnknownTopicOrPartition(f"topic {name} does not exist under {self.root.uri}")
-        self.root.filesystem.delete_dir(self.root.path_for("topics", name))

@@ -35,6 +35,11 @@ from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import TopicConfig
 
 PARTITIONS_PROPERTY = "lakelog.partitions"
+# Kafka's topic id: a new one for every incarnation of a topic name. A recreated topic continues its table's
+# Delta log (so a writer holding the old incarnation loses its next commit's version and is fenced) under a
+# new id; a deleted one is a commit that removes every segment and sets ``lakelog.deleted``.
+TOPIC_ID_PROPERTY = "lakelog.topicId"
+DELETED_PROPERTY = "lakelog.deleted"
 LEO_APP = "lakelog.leo."
 LSO_APP = "lakelog.lso."
 CHECKPOINT_APP = "lakelog.cleaner."
@@ -112,6 +117,15 @@ class TopicSnapshot:
     def config(self) -> TopicConfig:
         return TopicConfig(self.configuration)
 
+    @property
+    def topic_id(self) -> str | None:
+        """The incarnation's id (None for a table created before topic ids)."""
+        return self.configuration.get(TOPIC_ID_PROPERTY)
+
+    @property
+    def deleted(self) -> bool:
+        return self.configuration.get(DELETED_PROPERTY) == "true"
+
     def high_watermark(self, partition: int) -> int:
         """Log end offset = high watermark: every committed offset is below it."""
         return self.txns.get(leo_app(partition), 0)
@@ -133,6 +147,10 @@ class TopicSnapshot:
         if commit.version != self.version + 1:
             raise ValueError(f"commit {commit.version} does not follow snapshot version {self.version}")
         if commit.configuration is not None:
+            if commit.configuration.get(TOPIC_ID_PROPERTY) != self.configuration.get(TOPIC_ID_PROPERTY):
+                # A new incarnation: nothing of the old one's offsets, producers or segments carries over.
+                self.index, self.txns, self.producers = SegmentIndex(), {}, ProducerStateManager()
+                self.recent_commit_ids = {}
             self.configuration = commit.configuration
         for rm in commit.removes:
             self.index.remove(rm["path"])

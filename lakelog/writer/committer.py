@@ -39,7 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
-                            OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicOrPartition)
+                            OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicId,
+                            UnknownTopicOrPartition)
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
                                        retry_listing_gaps)
@@ -131,8 +132,10 @@ class Committer:
         self.topic = topic
         self.registry = registry or ProducerRegistry(root)
         snap = load_snapshot(root, topic)
-        if snap.version < 0:
+        if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
+        self.topic_id = snap.topic_id  # the incarnation this writer appends to
+        self.gone = False  # set once the topic was deleted or recreated under this writer: it never commits again
         try:
             self._dt = retry_listing_gaps(
                 lambda: DeltaTable(root.uri_for("topics", topic), storage_options=root.storage_options))
@@ -203,6 +206,9 @@ class Committer:
             if landed is not None:  # an attempt whose outcome looked unknown did commit
                 return self._acknowledge(results, attempts[landed])
             snap = self.snapshot
+            if (gone := self._fenced_by_delete(snap)) is not None:
+                self.gone = True
+                return self._fail_pending(results, {0: [(i, 0) for i in static_ok if results[i] is None]}, gone)
             if snap.configuration is not validated:  # a concurrent alter (any process) landed: check again
                 static_ok = self._validate_static(batches, results, [i for i in static_ok if results[i] is None])
                 snap, validated = self.snapshot, self.snapshot.configuration
@@ -245,6 +251,15 @@ class Committer:
             time.sleep(min(0.002 * (2 ** attempt), 0.2) * (0.5 + uuid.uuid4().int % 1000 / 1000))
         return self._fail_pending(results, plan, NotLeaderOrFollower(
             f"gave up appending to {self.topic} partitions {sorted(plan)} after {MAX_ATTEMPTS} commit conflicts"))
+
+    def _fenced_by_delete(self, snap: TopicSnapshot) -> KafkaError | None:
+        """Kafka's answer to a writer whose topic was deleted (and perhaps recreated) since it started."""
+        if snap.deleted:
+            return UnknownTopicOrPartition(f"topic {self.topic} was deleted")
+        if snap.topic_id != self.topic_id:
+            return UnknownTopicId(f"topic {self.topic} was deleted and recreated (topic id {snap.topic_id}); "
+                                  f"this writer held topic id {self.topic_id}")
+        return None
 
     @staticmethod
     def _acknowledge(results, acked: dict[int, AppendResult]):
