@@ -26,7 +26,7 @@ from lakelog.group.group_coordinator import GroupCoordinator
 
 from api.auth import Authorizer
 from api.body_limit import BodyLimit
-from api.errors import install_error_handlers
+from api.errors import UnexpectedErrors, install_error_handlers
 from api.metrics import Metrics, RequestTimer
 from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
 from api.routers import bench, fetch, groups, health, members, producers, records, topics
@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.bench_endpoints:
         app.include_router(bench.router)
     # Innermost first: produce requests pass the timer and the body limit, then leave FastAPI's stack.
+    app.add_middleware(UnexpectedErrors)
     app.add_middleware(ProduceLane, state=app.state, route=_post_route(records.router, PRODUCE_ROUTE),
                        parse_route=_post_route(bench.router, PARSE_ROUTE) if settings.bench_endpoints else None)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)

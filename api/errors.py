@@ -125,13 +125,12 @@ def install_error_handlers(app: FastAPI) -> None:
         err = E.InvalidRequest(str(exc.detail))
         return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=headers)
 
-    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return await on_kafka_error(request, unexpected_error(exc, request.method, request.url.path))
 
     app.add_exception_handler(E.KafkaError, on_kafka_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_exception_handler(Exception, on_unexpected)
+    # Anything else is answered by UnexpectedErrors (a middleware): an ``Exception`` handler runs in Starlette's
+    # outermost middleware, which re-raises after answering, and the server then drops the connection.
 
 
 def _describe_validation(exc: RequestValidationError) -> str:
@@ -140,3 +139,33 @@ def _describe_validation(exc: RequestValidationError) -> str:
         where = ".".join(str(x) for x in err.get("loc", ()))
         parts.append(f"{where}: {err.get('msg')}")
     return "malformed request: " + "; ".join(parts) if parts else "malformed request"
+
+
+class UnexpectedErrors:
+    """ASGI middleware answering any exception a route lets through with :func:`unexpected_error`'s Kafka error
+    (503 for a storage failure, else 500), counted in the metrics, before the response has started."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:
+                raise
+            error = unexpected_error(exc, scope["method"], scope["path"])
+            state = scope["app"].state
+            if getattr(state, "metrics", None) is not None:
+                state.metrics.count_error(error)
+            settings = getattr(state, "settings", None)
+            await error_response(error, settings.retry_after_s if settings is not None else 1)(scope, receive, send)

@@ -37,11 +37,16 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
     if root.is_local:
         final = root.path_for(rel_path)
         tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+        except OSError:  # e.g. ENOSPC while writing: no temporary file stays behind either
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         try:
             if _rename_noreplace(tmp, final):
                 return
