@@ -143,13 +143,19 @@ def read_arrow_body(body: bytes, *, max_decoded_bytes: int) -> pa.Table:
     decoded = rows = 0
     try:
         messages = pa.ipc.MessageReader.open_stream(buf)
-        first = True
-        for message in messages:
-            if first:
-                if message.type != "schema":
-                    raise CorruptRecord("an Arrow IPC stream must start with its schema")
-                first = False
-                continue
+        first = next(iter(messages), None)
+        if first is None:
+            raise CorruptRecord("an empty Arrow IPC stream")
+        if first.type != "schema":
+            raise CorruptRecord("an Arrow IPC stream must start with its schema")
+        schema = pa.ipc.read_schema(first)
+        for field in schema:
+            if not _plain(field.type):
+                raise CorruptRecord(f"Arrow column {field.name!r} has type {field.type}, which a produce body "
+                                    f"may not use (plain binary, string, integer and timestamp columns, and "
+                                    f"lists and structs of them)")
+        batches = []
+        for message in messages:  # one pass: each batch is bounded from its header, then read from its body
             if message.type == "dictionary batch":
                 raise CorruptRecord("dictionary-encoded Arrow columns are not accepted in a produce body")
             if message.type != "record batch":
@@ -162,17 +168,10 @@ def read_arrow_body(body: bytes, *, max_decoded_bytes: int) -> pa.Table:
             # A column of nulls needs no buffer at all: bound the rows too, by what a row costs elsewhere.
             if rows > max_decoded_bytes:
                 raise MessageTooLarge(f"the Arrow body declares {rows} rows, more than its size limit allows")
-        if first:
-            raise CorruptRecord("an empty Arrow IPC stream")
-        reader = pa.ipc.open_stream(buf)
-        for field in reader.schema:
-            if not _plain(field.type):
-                raise CorruptRecord(f"Arrow column {field.name!r} has type {field.type}, which a produce body "
-                                    f"may not use (plain binary, string, integer and timestamp columns, and "
-                                    f"lists and structs of them)")
-        table = reader.read_all()
+            batches.append(pa.ipc.read_record_batch(message, schema))
+        table = pa.Table.from_batches(batches, schema)
         table.validate(full=True)
-    except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as e:
+    except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError, EOFError) as e:
         raise CorruptRecord(f"the body is not a valid Arrow IPC stream: {_one_line(e)}") from None
     return table
 
