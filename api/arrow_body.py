@@ -6,8 +6,8 @@ A body is an Arrow IPC stream. It is read in three steps, and nothing else touch
    record batch is computed from its header without decoding it: the buffer lengths, or for a compressed
    batch (LZ4 frame or ZSTD per buffer) the uncompressed length each buffer declares in its first 8 bytes.
    A stream whose decoded size exceeds ``max_decoded_bytes`` is refused with ``MESSAGE_TOO_LARGE`` before
-   any buffer is decompressed, so a 33 KB body cannot make the process allocate a gigabyte. Buffers must
-   lie inside their message's body.
+   any buffer is decompressed, so a 33 KB body cannot make the process allocate a gigabyte. A compressed
+   batch's buffers must lie inside its message's body; an uncompressed batch decodes to its body.
 2. **Shape.** The schema may only use the plain types a produce body needs (no dictionary encoding,
    extension types, unions, maps or large nesting): dictionary batches (whose deltas are concatenated
    while reading, touching data) never reach the reader.
@@ -29,7 +29,7 @@ from lakelog.errors import CorruptRecord, MessageTooLarge
 # Arrow's Message flatbuffer (format/Message.fbs): the fields this module reads, by vtable slot.
 _MESSAGE_HEADER_TYPE, _MESSAGE_HEADER = 1, 2
 _HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 2, 3
-_BATCH_LENGTH, _BATCH_NODES, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 1, 2, 3
+_BATCH_LENGTH, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 2, 3
 _DICTIONARY_DATA = 1
 _NO_COMPRESSION_MARKER = -1  # a compressed batch's buffer stored as is: its 8-byte prefix says -1
 
@@ -91,15 +91,19 @@ def batch_decoded_size(metadata: pa.Buffer, body: pa.Buffer) -> tuple[int, int]:
         if header is None or header_type not in (_HEADER_RECORD_BATCH, _HEADER_DICTIONARY_BATCH):
             raise CorruptRecord("an Arrow batch message without a batch header")
         rows = header.scalar(_BATCH_LENGTH, "<q")
-        compressed = header.table(_BATCH_COMPRESSION) is not None
+        if rows < 0:
+            raise CorruptRecord(f"an Arrow batch of {rows} rows")
         body_view = memoryview(body)
+        if header.table(_BATCH_COMPRESSION) is None:
+            # Uncompressed: the buffers are the body's bytes (the reader refuses ranges outside it, and
+            # validate() lengths that do not fit), so the body's size bounds the decoded size.
+            return rows, len(body_view)
         decoded = 0
         for offset, length in header.structs(_BATCH_BUFFERS, "<qq"):
             if offset < 0 or length < 0 or offset + length > len(body_view):
                 raise CorruptRecord(f"an Arrow buffer [{offset}, {offset + length}) lies outside its message body "
                                     f"of {len(body_view)} bytes")
-            if not compressed or length == 0:
-                decoded += length
+            if length == 0:
                 continue
             if length < 8:
                 raise CorruptRecord(f"a compressed Arrow buffer of {length} bytes has no length prefix")
@@ -110,13 +114,8 @@ def batch_decoded_size(metadata: pa.Buffer, body: pa.Buffer) -> tuple[int, int]:
                 raise CorruptRecord(f"a compressed Arrow buffer declares {declared} bytes")
             else:
                 decoded += declared
-        for node_length, null_count in header.structs(_BATCH_NODES, "<qq"):
-            if node_length < 0 or not 0 <= null_count <= node_length:
-                raise CorruptRecord(f"an Arrow field node of length {node_length} with {null_count} nulls")
     except (struct.error, ValueError) as e:
         raise CorruptRecord(f"an Arrow batch header is malformed ({e})") from None
-    if rows < 0:
-        raise CorruptRecord(f"an Arrow batch of {rows} rows")
     return rows, decoded
 
 
