@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from fastapi import APIRouter, FastAPI
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(log.close)
 
     app = FastAPI(title="lakelog", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url="/docs")
+                  docs_url=None, redoc_url=None)
+    _serve_docs_offline(app)
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.authorizer = authorizer
@@ -92,6 +94,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestTimer, metrics=metrics)
     _document_produce_body(app)
     return app
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+def _serve_docs_offline(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the assets the ``swagger-ui-bundle-v2`` package ships, not from a CDN, so the
+    page works on a machine without internet access."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
 
 
 async def _tick(coordinator: GroupCoordinator) -> None:
