@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m lakelog.spark.spark_env  # Spark's Python workers run $(PY), activated venv or not
 	touch $(STAMP)
 
 install: $(STAMP)
