@@ -2,10 +2,12 @@
 
     lakelog job retention|compaction|merge|vacuum [--master URL] [JOB OPTIONS ...]
 
-The job runs with this interpreter's PySpark (its ``spark-submit`` and Spark home), this
-interpreter for Spark's Python workers, and the project's ``conf/`` -- so ``.venv/bin/lakelog job
-compaction --root ROOT`` works without an activated venv, where a bare ``spark-submit jobs/compact.py``
-finds Spark through whichever ``python3`` is on PATH. The job's options are those of ``jobs/*.py``
+Without ``--master`` the job's script runs on this interpreter, which starts a local Spark session only
+when the work needs one (a small compaction runs on the driver: a JVM's start-up would dominate it); with
+``--master`` (or ``--spark-submit``) it goes through this installation's ``spark-submit``. Either way
+Spark's Python workers run this interpreter and read the project's ``conf/`` -- so ``.venv/bin/lakelog
+job compaction --root ROOT`` works without an activated venv, where a bare ``spark-submit
+jobs/compact.py`` finds Spark through whichever ``python3`` is on PATH. The job's options are those of ``jobs/*.py``
 (docs/maintenance.md); the global ``--root``, ``--storage-option`` and ``--json`` are passed on.
 Exits with the job's exit code.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 
 
 def register(subparsers) -> None:
@@ -36,10 +39,12 @@ def command(args: argparse.Namespace) -> list[str]:
     from lakelog.compaction.job_scripts import script_path
     from lakelog.compaction.maintenance import spark_submit_path
 
-    cmd = [spark_submit_path(args.spark_submit)]
-    if args.master:
-        cmd += ["--master", args.master]
-    cmd.append(str(script_path(args.name)))
+    if args.master is None and args.spark_submit is None:
+        # Local: the script runs on this Python and starts Spark (local[*]) only when its work needs it.
+        cmd = [sys.executable, str(script_path(args.name))]
+    else:
+        cmd = [spark_submit_path(args.spark_submit)] + (["--master", args.master] if args.master else [])
+        cmd.append(str(script_path(args.name)))
     if args.root:
         cmd += ["--root", args.root]
     for k, v in args.storage_options or ():

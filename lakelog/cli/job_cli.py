@@ -89,9 +89,9 @@ def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
     select_topics(root, args.topics, policy="compact" if job == "compaction" else None, job=job)
     spark = None
     if not args.dry_run:
-        from lakelog.compaction.spark_session import build_session
+        from lakelog.compaction.spark_session import LazySession
 
-        spark = build_session(f"lakelog-{job}", master=args.master)
+        spark = LazySession(f"lakelog-{job}", master=args.master)
     try:
         if job == "compaction":
             from lakelog.compaction.compaction_job import run_compaction
@@ -103,7 +103,7 @@ def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
 
             report = run_merge(spark, root, args.topics, dry_run=args.dry_run, segment_bytes=args.segment_bytes,
                                segment_ms=args.segment_ms)
-        report.spark_master = spark.sparkContext.master if spark is not None else None
+        report.spark_master = spark.sparkContext.master if spark is not None and spark.started else None
         return report
     finally:
         if spark is not None and stop_session:

@@ -50,13 +50,17 @@ from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
 from lakelog.compaction.segment_rewrite import (ADD_FIELDS_DDL, ADD_FIELDS_SCHEMA, RewriteGroup, add_action,
                                                no_file_fields, read_stamped, rewrite_group)
-from lakelog.compaction.segment_scan import ScanTask, assign_slices, scan_dirty_keys, slice_count
+from lakelog.compaction.segment_scan import (KEYS_SCHEMA, ScanTask, assign_slices, scan_dirty_keys, scan_file,
+                                             slice_count)
 from lakelog.compaction.topic_selection import select_topics
 from lakelog.errors import ConcurrentTransactions
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.segment_writer import delete_quietly
 
 log = logging.getLogger(__name__)
+# Below this much to read (dirty keys, chunks to clean), a pass whose session allows it (``driver_may_run``:
+# a local master, see lakelog.compaction.spark_session.LazySession) runs on the driver, without Spark.
+DRIVER_WORK_BYTES = 16 << 20
 
 MAX_ATTEMPTS = 3
 
@@ -123,15 +127,25 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
                             plan.config.delete_retention_ms)
         for segs in _chunks(part.cleanable, min(plan.config.segment_bytes, CHUNK_BYTES)):
             chunks.append(CleaningChunk(part.partition, segs, rng, segs[0].path == first))
-    map_table = _key_map(spark, root, snap.topic, selected)
-    map_s = time.monotonic() - started
-    results = []
-    if chunks:
-        key_map = spark.sparkContext.broadcast(map_table)
-        try:
-            results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config.segment_bytes, plan.now_ms)
-        finally:
-            key_map.destroy()
+    work = sum(s.bytes for part in selected for s in part.dirty) + sum(s.bytes for c in chunks for s in c.segments)
+    on_driver = work <= DRIVER_WORK_BYTES and getattr(spark, "driver_may_run", False)
+    if on_driver:  # a small topic: Spark's start-up and scheduling would cost more than the work
+        map_table = _key_map_on_driver(root, snap.topic, selected)
+        km = KeyMap(map_table)
+        map_s = time.monotonic() - started
+        results = [row for c in chunks
+                   for row in clean_chunk(root, snap.topic, c, km, plan.config.segment_bytes, plan.now_ms)]
+    else:
+        map_table = _key_map(spark, root, snap.topic, selected)
+        map_s = time.monotonic() - started
+        results = []
+        if chunks:
+            key_map = spark.sparkContext.broadcast(map_table)
+            try:
+                results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config.segment_bytes,
+                                        plan.now_ms)
+            finally:
+                key_map.destroy()
     log.info("compaction of %s: key map of %d keys in %.1f s; %d segment(s) in %d task(s) cleaned in %.1f s",
              snap.topic, map_table.num_rows, map_s, sum(len(c.segments) for c in chunks), len(chunks),
              time.monotonic() - started - map_s)
@@ -224,6 +238,21 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
     return rows
 
 
+def _scan_tasks(selected: list[PartitionCleaning]) -> list[ScanTask]:
+    return [ScanTask(s, part.first_dirty_offset, part.first_uncleanable_offset)
+            for part in selected for s in part.dirty]
+
+
+def _key_map_on_driver(root: StorageRoot, topic: str, selected: list[PartitionCleaning]) -> pa.Table:
+    """:func:`_key_map` without Spark, for a small dirty section: the same scan, grouped by PyArrow."""
+    tasks = _scan_tasks(selected)
+    if not tasks:
+        return MAP_SCHEMA.empty_table()
+    keys = pa.Table.from_batches([scan_file(root, topic, t) for t in tasks], schema=KEYS_SCHEMA)
+    latest = keys.group_by(["partition", "key"]).aggregate([("offset", "max")])
+    return latest.rename_columns({"offset_max": "latest"}).select(MAP_SCHEMA.names).cast(MAP_SCHEMA)
+
+
 def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionCleaning]) -> pa.Table:
     """Spark builds the offset map: ``max(offset)`` per ``(partition, key)`` over the dirty records.
 
@@ -231,8 +260,7 @@ def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionClean
     """
     from pyspark.sql import functions as F
 
-    tasks = [ScanTask(s, part.first_dirty_offset, part.first_uncleanable_offset)
-             for part in selected for s in part.dirty]
+    tasks = _scan_tasks(selected)
     if not tasks:
         return MAP_SCHEMA.empty_table()
     keys = scan_dirty_keys(spark, root, topic, tasks)

@@ -65,3 +65,43 @@ def build_session(app_name: str, *, master: str | None = None, conf: dict[str, s
     elif not spark_conf.contains("spark.master") and "spark.master" not in settings:
         builder = builder.master("local[*]")
     return builder.getOrCreate()
+
+
+class LazySession:
+    """The job's SparkSession, built on first use (:func:`build_session`): a pass that finds nothing to do, or
+    little enough to do on the driver, never pays Spark's start-up.
+
+    Attribute access goes to the session (building it). ``driver_may_run`` says whether small work may skip
+    Spark: only when the master is local (``--master local[...]``, or none given, outside spark-submit, or
+    spark-submit's own master being local). Not thread-safe.
+    """
+
+    def __init__(self, app_name: str, master: str | None = None) -> None:
+        self.app_name, self.master = app_name, master
+        self._session = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    @property
+    def driver_may_run(self) -> bool:
+        master = self.master
+        if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its --master counts
+            from pyspark import SparkConf, SparkContext
+
+            SparkContext._ensure_initialized()
+            master = SparkConf().get("spark.master", None)
+        return master is None or master.startswith("local")
+
+    def get(self):
+        if self._session is None:
+            self._session = build_session(self.app_name, master=self.master)
+        return self._session
+
+    def __getattr__(self, name: str):
+        return getattr(self.get(), name)
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
