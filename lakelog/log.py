@@ -64,11 +64,17 @@ class Log:
         return description
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
-        return self.catalog.list(include_internal)
+        return self.catalog.list(include_internal, exists=self._exists)
+
+    def _exists(self, name: str) -> bool:
+        """Whether the topic exists, from this Log's cached snapshot when it has one (advanced incrementally)."""
+        try:
+            self.snapshot(name)
+            return True
+        except UnknownTopicOrPartition:
+            return False
 
     def describe_topic(self, name: str) -> TopicDescription:
-        from lakelog.storage.catalog import describe_snapshot
-
         return describe_snapshot(self.snapshot(name))
 
     def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,

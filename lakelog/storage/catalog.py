@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, KafkaStorageError,
                             TopicAlreadyExists, UnknownTopicOrPartition)
@@ -153,7 +154,9 @@ class Catalog:
         configuration = {**snap.configuration, DELETED_PROPERTY: "true"}
         return [*removes, {"metaData": {**base_metadata, "configuration": configuration}}]
 
-    def list(self, include_internal: bool = False) -> list[str]:
+    def list(self, include_internal: bool = False, exists: Callable[[str], bool] | None = None) -> list[str]:
+        """The topics, sorted; ``exists`` decides for each table found (default :meth:`exists`; a caller with
+        cached snapshots passes a cheaper check)."""
         from pyarrow.fs import FileSelector, FileType
 
         fs = self.root.filesystem
@@ -165,7 +168,7 @@ class Catalog:
             if not include_internal and is_internal(info.base_name):
                 continue
             try:
-                if self.exists(info.base_name):
+                if (exists or self.exists)(info.base_name):
                     names.append(info.base_name)
             except KafkaError:
                 continue
