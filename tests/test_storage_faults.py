@@ -1,7 +1,7 @@
 """Storage faults mid-commit: an S3 endpoint that fails, loses responses or stalls.
 
 The topic lives on the real moto S3 server, reached through
-:class:`s3_fault_proxy.S3FaultProxy` on loopback, which injects faults into the
+:class:`bench.s3_proxy.S3FaultProxy` on loopback, which injects faults into the
 PUT of the Delta commit file ``_delta_log/<version>.json`` (and, where a test
 says so, into the reads that follow).  Clients use a short timeout and no
 object-store retries so each fault surfaces at once.  Expected in every case:
@@ -22,7 +22,7 @@ from lakelog.storage.orphan_files import find_orphan_files
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, value_of
-from s3_fault_proxy import S3FaultProxy, commit_put, delta_log_access
+from bench.s3_proxy import S3FaultProxy, commit_put, delta_log_access
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from front_process import Front
 from hostile_support import clean_error_body
-from s3_fault_proxy import S3FaultProxy
+from bench.s3_proxy import S3FaultProxy
 
 BUCKET = "lakelog-test"
 
