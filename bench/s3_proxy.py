@@ -1,4 +1,6 @@
-"""A fault-injecting HTTP proxy in front of an S3 endpoint (the moto server), for storage-fault tests.
+"""An HTTP proxy in front of an S3 endpoint (the moto server): injected faults, and a latency model of S3.
+
+Used by the storage-fault tests (faults) and by the benchmarks (latency profiles, request and byte counts).
 
 It speaks just enough HTTP/1.1 to relay S3 traffic byte for byte: a request is
 read whole (``Content-Length`` or raw chunked framing; ``Expect: 100-continue``
@@ -15,20 +17,68 @@ either forwarded on a fresh upstream connection or failed:
 Each fault applies to the next ``times`` requests matching its predicate
 ``(method, target) -> bool`` (target = the URL-decoded path and query).  Every
 request is recorded in :attr:`log` as ``(method, target, action)``.
-Thread-safe; one thread per client connection.
+
+With a :class:`LatencyProfile` every forwarded request first waits a latency drawn
+for its operation (PUT, GET, LIST, HEAD, DELETE, POST) from a log-normal
+distribution with the profile's p50 and p99 -- before forwarding, so a GET's
+wait is its time to first byte. Requests wait in their own connection threads:
+the proxy never serialises them. :attr:`stats` counts requests per operation and
+the bytes moved each way. Thread-safe; one thread per client connection.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import re
 import socket
 import socketserver
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import unquote, urlparse
 
 Predicate = Callable[[str, str], bool]
+OPERATIONS = ("PUT", "GET", "LIST", "HEAD", "DELETE", "POST")
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """Per-operation latency in ms as ``(p50, p99)`` of a log-normal distribution."""
+
+    name: str
+    ms: dict[str, tuple[float, float]]
+
+    def draw_s(self, operation: str, rng: random.Random) -> float:
+        p50, p99 = self.ms.get(operation, self.ms["GET"])
+        sigma = math.log(p99 / p50) / 2.3263  # the standard normal's 99th percentile
+        return rng.lognormvariate(math.log(p50), sigma) / 1000.0
+
+
+#: S3 Standard as measured in public benchmarks of small objects (PUT p50 25 ms, p99 80 ms; GET first byte
+#: p50 15 ms, p99 60 ms; LIST p50 30 ms; HEAD 10 ms), and S3 Express One Zone (about 5 ms for everything).
+PROFILES = {
+    "s3-standard": LatencyProfile("s3-standard", {"PUT": (25, 80), "POST": (25, 80), "DELETE": (25, 80),
+                                                  "GET": (15, 60), "LIST": (30, 100), "HEAD": (10, 30)}),
+    "s3-express": LatencyProfile("s3-express", {op: (5, 10) for op in OPERATIONS}),
+}
+
+
+def operation(method: str, target: str) -> str:
+    """The S3 operation of a request: a GET with ``list-type`` or ``prefix`` in its query is a LIST."""
+    if method == "GET" and ("list-type=" in target or "prefix=" in target or target.rstrip("/").count("/") <= 1):
+        return "LIST"
+    return method if method in OPERATIONS else "GET"
+
+
+@dataclass
+class RequestStats:
+    """Requests per operation and bytes moved, since :meth:`S3FaultProxy.reset_stats`."""
+
+    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    bytes_in: int = 0  # request bodies (what was stored)
+    bytes_out: int = 0  # response bodies (what was read)
 
 COMMIT_FILE = re.compile(r"/_delta_log/\d{20}\.json(\?|$)")
 
@@ -127,9 +177,12 @@ def _read_chunked_raw(sock: socket.socket, buf: bytearray) -> bytes:
 class S3FaultProxy:
     """A proxy on ``127.0.0.1:<random port>`` in front of ``upstream`` (``http://host:port``)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, latency: LatencyProfile | None = None, seed: int = 0) -> None:
         parsed = urlparse(upstream)
         self._upstream = (parsed.hostname, parsed.port or 80)
+        self.latency = latency
+        self._rng = random.Random(seed)
+        self.stats = RequestStats()
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self.log: list[tuple[str, str, str]] = []
@@ -179,6 +232,12 @@ class S3FaultProxy:
 
     def stall(self, predicate: Predicate, seconds: float, *, times: int = 1, then: str = "drop") -> Fault:
         return self._arm(Fault(predicate, "stall", times, seconds=seconds, then=then))
+
+    def reset_stats(self) -> RequestStats:
+        """The counts so far; counting starts again from zero."""
+        with self._lock:
+            stats, self.stats = self.stats, RequestStats()
+        return stats
 
     def clear(self) -> None:
         with self._lock:
@@ -235,7 +294,16 @@ class S3FaultProxy:
                     continue
                 if action == "drop":
                     return
+                op = operation(method, path)
+                if self.latency is not None:
+                    with self._lock:
+                        wait = self.latency.draw_s(op, self._rng)
+                    time.sleep(wait)
                 response = self._forward(first, headers, body, method)
+                with self._lock:
+                    self.stats.requests[op] += 1
+                    self.stats.bytes_in += len(body)
+                    self.stats.bytes_out += max(0, len(response) - response.find(b"\r\n\r\n") - 4)
                 if fault is not None:
                     fault.upstream_statuses.append(int(response.split(b" ", 2)[1]))
                     self._finished(fault)

@@ -1,0 +1,111 @@
+"""Produce over HTTP on object storage with S3's latency: local disk, moto, S3 Express and S3 Standard.
+
+The same front (``lakelog serve``) and load as ``bench/http_produce.py`` (100-byte values, 8 closed-loop
+clients, JSON bodies of 1,000 records, Arrow bodies of 10,000, an 8-partition topic per run) over four
+roots:
+
+* **local** -- a directory;
+* **moto** -- a moto S3 server in its own process, through :class:`bench.s3_proxy.S3FaultProxy` with no
+  added latency (so its requests are counted);
+* **s3-express** and **s3-standard** -- the same moto server behind the proxy with the latency profiles of
+  :data:`bench.s3_proxy.PROFILES` (per request, drawn from a log-normal with the profile's p50 and p99;
+  requests wait concurrently).
+
+For each: records/s and MB/s of JSON and Arrow produce at the maximum rate, p50/p99 acknowledgement
+latency of JSON produce paced at half that rate, the S3 requests made per operation, PUTs per GB
+ingested, and the request cost per GB ingested at public S3 Standard prices ($0.005 per 1,000 PUT, COPY,
+POST or LIST requests; $0.0004 per 1,000 GET or HEAD requests; storage and transfer not counted). GB
+ingested counts value bytes. Each figure is one run per root (the S3 runs are latency-bound, not CPU-bound).
+"""
+
+from __future__ import annotations
+
+from bench import BenchContext, BenchResult, Goal, md_table
+
+TITLE = "Produce on object storage: local, moto, S3 Express and S3 Standard latency"
+PUT_PRICE, GET_PRICE = 0.005 / 1000, 0.0004 / 1000
+GOAL_MB_S, GOAL_P99_MS, GOAL_MB_PER_PUT = 100.0, 150.0, 4.0
+
+
+def run(ctx: BenchContext) -> BenchResult:
+    from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, FrontProcess, MotoProcess,
+                                    arrow_body, http_load, json_body)
+    from bench.s3_proxy import PROFILES, S3FaultProxy
+
+    jbody, abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS)
+    json_requests, arrow_requests = ctx.size(20, 2), ctx.size(6, 1)
+    rows, metrics, goals_data = [], {}, {}
+    moto = MotoProcess()
+    try:
+        for backend in ("local", "moto", "s3-express", "s3-standard"):
+            proxy = None
+            if backend == "local":
+                root, env = str(ctx.workdir / "s3-produce-local"), {}
+            else:
+                proxy = S3FaultProxy(moto.endpoint, latency=PROFILES.get(backend)).start()
+                root, env = f"s3://{MotoProcess.BUCKET}/{backend}", {**moto.env, "AWS_ENDPOINT_URL": proxy.url}
+            ctx.progress(f"{backend}: front on {root}")
+            front = FrontProcess(root, ctx.workdir, env=env)
+            try:
+                def url() -> str:
+                    from bench.http_produce import _create_topic
+
+                    return f"{front.url}/v1/topics/{_create_topic(front.url)}/records"
+
+                runs, stats = {}, {}
+                for kind, body, ctype, records, n in (("json", jbody, "application/json", JSON_RECORDS,
+                                                       json_requests),
+                                                      ("arrow", abody, ARROW, ARROW_RECORDS, arrow_requests)):
+                    target = url()
+                    if proxy is not None:
+                        proxy.reset_stats()
+                    runs[kind] = http_load(target, body, ctype, records, n)
+                    stats[kind] = proxy.reset_stats() if proxy is not None else None
+                half_rate = runs["json"].records_per_s / 2
+                interval = CLIENTS * JSON_RECORDS / half_rate
+                runs["half"] = http_load(url(), jbody, "application/json", JSON_RECORDS,
+                                         ctx.size(max(10, int(8 / interval)), 2), interval_s=interval)
+            finally:
+                front.close()
+                if proxy is not None:
+                    proxy.stop()
+            for kind in ("json", "arrow"):
+                r, st = runs[kind], stats[kind]
+                ingested_gb = r.records_per_request * len(r.latencies) * 100 / 1e9
+                if st is not None:
+                    puts = st.requests["PUT"] + st.requests["POST"]
+                    cheap = st.requests["GET"] + st.requests["HEAD"]
+                    dollars = (puts + st.requests["LIST"]) * PUT_PRICE + cheap * GET_PRICE
+                    ops = ", ".join(f"{op} {n}" for op, n in st.requests.items() if n)
+                    per_gb = (f"{puts / ingested_gb:,.0f}", f"${dollars / ingested_gb:,.2f}") if ingested_gb else ("", "")
+                    metrics[f"{backend}_{kind}_puts_per_gb"] = puts / ingested_gb if ingested_gb else 0.0
+                else:
+                    ops, per_gb = "(local disk)", ("", "")
+                half = runs["half"].latency_ms() if kind == "json" else {}
+                rows.append([backend, kind.upper(), f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.1f}",
+                             f"{half['p50']:.1f}" if half else "", f"{half['p99']:.1f}" if half else "",
+                             ops, *per_gb])
+                metrics[f"{backend}_{kind}_mb_s"] = r.mb_per_s
+            metrics[f"{backend}_half_p99_ms"] = runs["half"].latency_ms()["p99"]
+            goals_data[backend] = runs
+    finally:
+        moto.close()
+
+    std = goals_data["s3-standard"]
+    best_mb = max(std["json"].mb_per_s, std["arrow"].mb_per_s)
+    mb_per_put = min((1000 / metrics[f"s3-standard_{k}_puts_per_gb"]) for k in ("json", "arrow")
+                     if metrics.get(f"s3-standard_{k}_puts_per_gb"))
+    goals = [
+        Goal(f"s3-standard: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S,
+             f"{best_mb:.1f} MB/s"),
+        Goal(f"s3-standard: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the JSON rate",
+             metrics["s3-standard_half_p99_ms"] <= GOAL_P99_MS, f"p99 {metrics['s3-standard_half_p99_ms']:.1f} ms"),
+        Goal(f"s3-standard: <= 1 PUT per {GOAL_MB_PER_PUT:.0f} MB ingested", mb_per_put >= GOAL_MB_PER_PUT,
+             f"1 PUT per {mb_per_put:.2f} MB (the better of JSON and Arrow)"),
+    ]
+    header = ["root", "body", "records/s", "MB/s", "p50 ms at half rate", "p99 ms at half rate",
+              "S3 requests in the max-rate run", "PUTs per GB", "request $ per GB"]
+    text = (f"8 clients; JSON: {JSON_RECORDS:,} records per request, Arrow: {ARROW_RECORDS:,}; 100-byte values; "
+            f"linger.ms 5; one 8-partition topic per run. Latency at half rate: JSON produce paced at half the "
+            f"max JSON rate of the same root.\n\n" + md_table(header, rows))
+    return BenchResult(markdown=text, summary=[" | ".join(r[:6]) for r in rows], metrics=metrics, goals=goals)
