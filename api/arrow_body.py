@@ -132,11 +132,17 @@ def _plain(t: pa.DataType, depth: int = 0) -> bool:
             or pa.types.is_large_binary(t) or pa.types.is_timestamp(t))
 
 
-def read_arrow_body(body: bytes, *, max_decoded_bytes: int) -> pa.Table:
+class DecodesLarge(Exception):
+    """The body decodes to more than the caller's ``max_inline_bytes``: decode it where a long task may run."""
+
+
+def read_arrow_body(body: bytes, *, max_decoded_bytes: int, max_inline_bytes: int | None = None) -> pa.Table:
     """The body's table, bounded and fully validated (see the module doc).
 
     Raises ``CORRUPT_MESSAGE`` for anything malformed and ``MESSAGE_TOO_LARGE`` when the decoded batches would
     exceed ``max_decoded_bytes``; nothing has been decompressed beyond that bound when either is raised.
+    With ``max_inline_bytes`` (a caller on an event loop), :class:`DecodesLarge` is raised, before any
+    decompression, for a body that decodes to more than that.
     """
     buf = pa.py_buffer(body)
     decoded = rows = 0
@@ -164,6 +170,8 @@ def read_arrow_body(body: bytes, *, max_decoded_bytes: int) -> pa.Table:
             if decoded > max_decoded_bytes:
                 raise MessageTooLarge(f"the Arrow body decodes to more than {max_decoded_bytes} bytes "
                                       f"(max_request_bytes); it was refused before decompression")
+            if max_inline_bytes is not None and decoded > max_inline_bytes:
+                raise DecodesLarge()
             # A column of nulls needs no buffer at all: bound the rows too, by what a row costs elsewhere.
             if rows > max_decoded_bytes:
                 raise MessageTooLarge(f"the Arrow body declares {rows} rows, more than its size limit allows")

@@ -22,7 +22,9 @@ metadata: a thread hop costs more than parsing them, and the GIL would serialize
 the parse anyway.  Whatever may read storage -- loading the topic's metadata,
 re-reading it for a partition beyond the cached count, checking an idempotent
 producer's id -- and the parsing of larger bodies run in the thread pool, so the
-loop keeps serving (group heartbeats, health checks) meanwhile.
+loop keeps serving (group heartbeats, health checks) meanwhile. An Arrow body counts
+by what it decodes to: a small IPC-compressed body that would decompress to more
+than the inline size is sent to the thread pool before anything is decompressed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from starlette.responses import JSONResponse
 from lakelog import errors as E
 
 from api.auth import TOPIC
+from api.arrow_body import DecodesLarge
 from api.errors import error_response, unexpected_error
 from api.schemas import INT32_MAX, INT64_MAX
 from api.services.produce import ARROW_STREAM, JSON, ArrowParams, StaleMetadata, media_type
@@ -93,8 +96,9 @@ async def produce(state: "State", topic: str, query: Mapping[str, str], authoriz
     prepared = None
     if snap is not None:
         try:
-            prepared = service.parse(topic, body, content_type, params, snap)
-        except StaleMetadata:
+            prepared = service.parse(topic, body, content_type, params, snap,
+                                     max_inline_bytes=INLINE_PARSE_BYTES[ARROW_STREAM])
+        except (StaleMetadata, DecodesLarge):  # a compressed body that decodes large is decompressed off the loop
             pass
     if prepared is None:
         prepared = await run_in_threadpool(service.prepare, topic, body, content_type, params)

@@ -44,3 +44,21 @@ def test_rerunning_one_benchmark_replaces_only_its_section():
     assert "old append" in new and "middle" in new and "new seek" in new and "old seek" not in new
     added = replace_section(new, "later", "<!-- bench:later -->\nx\n<!-- /bench:later -->")
     assert added.startswith(new.rstrip("\n")) and added.endswith("<!-- /bench:later -->\n")
+
+
+def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
+    """The validation-cost benchmark, and produce over the S3 latency proxy (its request counts included)."""
+    out = tmp_path / "BENCHMARKS.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "arrow_validation", "s3_produce", "--quick", "--scale", "0.2",
+         "--output", str(out), "--workdir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    validation = re.search(r"<!-- bench:arrow_validation -->(.*?)<!-- /bench:arrow_validation -->", text, re.S)
+    assert validation and re.search(r"\| plain \| [\d,]+ \| \d+\.\d{3} \|", validation.group(1))
+    s3 = re.search(r"<!-- bench:s3_produce -->(.*?)<!-- /bench:s3_produce -->", text, re.S)
+    assert s3, text
+    for root in ("local", "moto", "s3-express", "s3-standard"):
+        assert re.search(rf"\| {root} \| JSON \| [\d,]+ \|", s3.group(1)), s3.group(1)
+    assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"

@@ -174,7 +174,7 @@ class ProduceService:
         return prepared
 
     def parse(self, topic: str, body: bytes, content_type: str | None, params: ArrowParams,
-              snap: "TopicSnapshot", *, fresh: bool = False) -> Prepared:
+              snap: "TopicSnapshot", *, fresh: bool = False, max_inline_bytes: int | None = None) -> Prepared:
         """Parse and validate a request against ``snap`` without touching storage (CPU only, any thread).
 
         A partition at or beyond ``snap``'s count raises :class:`StaleMetadata`, unless ``fresh`` says the
@@ -188,7 +188,7 @@ class ProduceService:
         if mt == JSON:
             batches = self._parse_json(topic, body, snap, fresh)
         else:
-            batches = self._parse_arrow(topic, body, snap, fresh, params)
+            batches = self._parse_arrow(topic, body, snap, fresh, params, max_inline_bytes)
         if not batches:
             raise InvalidRequest(f"the produce request for {topic} holds no records")
         config = snap.config
@@ -233,8 +233,8 @@ class ProduceService:
         return self._split(topic, table, explicit, snap.partition_count)
 
     def _parse_arrow(self, topic: str, body: bytes, snap: "TopicSnapshot", fresh: bool,
-                     params: ArrowParams) -> list[PartitionBatch]:
-        table = read_arrow_body(body, max_decoded_bytes=self.max_request_bytes)
+                     params: ArrowParams, max_inline_bytes: int | None = None) -> list[PartitionBatch]:
+        table = read_arrow_body(body, max_decoded_bytes=self.max_request_bytes, max_inline_bytes=max_inline_bytes)
         extra = set(table.column_names) - _ARROW_COLUMNS
         if extra:
             raise InvalidRequest(f"unknown Arrow columns {sorted(extra)}; allowed: {sorted(_ARROW_COLUMNS)}")
