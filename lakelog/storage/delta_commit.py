@@ -19,7 +19,7 @@ import os
 import uuid
 
 from lakelog.storage.delta_log import read_commit, retry_listing_gaps
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, _seconds
 
 
 class CommitConflict(Exception):
@@ -61,22 +61,36 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
                 os.unlink(tmp)
             raise
         return
-    import boto3
     from botocore.exceptions import ClientError
 
-    opts = root.storage_options
     bucket, _, prefix = root.uri[len("s3://"):].partition("/")
-    client = boto3.client(
-        "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region", "us-east-1"),
-        aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
-        aws_session_token=opts.get("aws_session_token"))
     key = f"{prefix}/{rel_path}" if prefix else rel_path
     try:
-        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             raise CommitConflict(rel_path) from None
         raise
+
+
+@functools.lru_cache(maxsize=16)
+def s3_client(options: tuple[tuple[str, str], ...]):
+    """A boto3 S3 client for a root's storage options, cached (a client costs milliseconds to build) and
+    bounded in time: the root's ``connect_timeout``/``timeout`` (default 5 s / 30 s) and ``max_retries``
+    (default 3). Endpoint and credentials not in the options come from the ``AWS_*`` environment, as for
+    delta-rs. boto3 clients are thread-safe."""
+    import boto3
+    from botocore.config import Config
+
+    opts = dict(options)
+    config = Config(connect_timeout=_seconds(opts.get("connect_timeout", "5s")),
+                    read_timeout=_seconds(opts.get("timeout", "30s")),
+                    retries={"total_max_attempts": int(opts.get("max_retries", "3")) + 1, "mode": "standard"},
+                    max_pool_connections=32)
+    return boto3.client(
+        "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region"),
+        aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
+        aws_session_token=opts.get("aws_session_token"), config=config)
 
 
 @functools.cache

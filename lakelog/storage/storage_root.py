@@ -134,6 +134,8 @@ def _filesystem(is_local: bool, options: tuple[tuple[str, str], ...]) -> pafs.Fi
     for key, arg in (("connect_timeout", "connect_timeout"), ("timeout", "request_timeout")):
         if key in opts:
             kwargs[arg] = _seconds(opts[key])
+    if "max_retries" in opts:  # the same retry budget as delta-rs's and the commit client's
+        kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(opts["max_retries"]) + 1)
     return pafs.S3FileSystem(**kwargs)
 
 

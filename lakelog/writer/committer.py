@@ -14,9 +14,9 @@ commit whose outcome is unknown (the store failed after the write) is
 recognised on refresh and never applied twice.  If it is not found, the
 append fails with a retriable error and keeps its files: the PUT may still land.
 
-On local roots the commit file is written directly (:meth:`Committer._commit_direct`)
-with the actions and conflict rule delta-rs would use, and applied to our
-snapshot from what we wrote; on object stores delta-rs commits.
+The commit file is written directly (:meth:`Committer._commit_direct`), put-if-absent on a local root
+or S3, with the actions and conflict rule delta-rs would use, and applied to our snapshot from what we
+wrote; delta-rs commits only for a table whose protocol asks more of a writer.
 
 Not thread-safe: one thread at a time (the accumulator's sender, or callers
 serialised by :class:`~lakelog.log.Log`).
@@ -144,7 +144,7 @@ class Committer:
         self.snapshot: TopicSnapshot = advance(root, snap, until_version=self._dt.version())
         self._persisted_version = snap.persisted_version
         self._stale = False
-        self._direct = DIRECT_COMMITS and root.is_local and _direct_commits_supported(self._dt)
+        self._direct = DIRECT_COMMITS and _direct_commits_supported(self._dt)
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
@@ -379,14 +379,7 @@ class Committer:
             log.debug("commit conflict on %s: %s", self.topic, e)
             return self._refresh_or(None)
         except Exception as e:  # the outcome is unknown: the commit may have landed
-            log.warning("commit of %s failed ambiguously: %s", self.topic, e)
-            outcome = self._refresh_or(None)
-            if isinstance(outcome, KafkaError):
-                return outcome
-            if commit_id in self.snapshot.recent_commit_ids:
-                return True  # it landed; only the response was lost
-            error = RequestTimedOut if "timed out" in str(e).lower() else KafkaStorageError
-            return error(f"committing to {self.topic} failed (not visible; retry): {_describe(e)}")
+            return self._unknown_outcome(e, commit_id)
         try:
             self.refresh()
         except Exception as e:  # committed; catch up before the next append
@@ -395,7 +388,8 @@ class Committer:
         return True
 
     def _commit_direct(self, adds, leo, meta) -> bool | KafkaError | None:
-        """Commit by creating ``_delta_log/<snapshot version + 1>.json`` ourselves (local roots).
+        """Commit by creating ``_delta_log/<snapshot version + 1>.json`` ourselves: put-if-absent (a rename
+        without replace locally, a conditional PUT, ``If-None-Match: *``, on S3).
 
         The actions are the ones delta-rs would write, and so is the conflict rule:
         when another commit took the version, it is replayed and we retry at the
@@ -436,8 +430,12 @@ class Committer:
                 if any(c.configuration is not None or txns.keys() & c.txns.keys() for c in winners):
                     return None  # our offsets or validation may be stale: re-plan
                 continue
-            except OSError as e:  # the link was not made: nothing became visible
-                return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
+            except OSError as e:
+                if self.root.is_local:  # the link was not made: nothing became visible
+                    return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
+                return self._unknown_outcome(e, meta[COMMIT_ID_KEY])
+            except Exception as e:  # an object store's PUT whose response was lost may still have landed
+                return self._unknown_outcome(e, meta[COMMIT_ID_KEY])
             try:
                 self.snapshot.apply(Commit(version, adds=added, txns=txns, commit_info=info))
             except Exception as e:  # committed all the same; re-read it from the log before the next append
@@ -447,6 +445,19 @@ class Committer:
             self._after_direct_commit(version)
             return True
         return None
+
+    def _unknown_outcome(self, e: Exception, commit_id: str) -> bool | KafkaError:
+        """A commit whose store call failed without saying whether it landed: look for it by its id."""
+        log.warning("commit of %s failed ambiguously: %s", self.topic, e)
+        outcome = self._refresh_or(None)
+        if isinstance(outcome, KafkaError):
+            return outcome
+        if commit_id in self.snapshot.recent_commit_ids:
+            return True  # it landed; only the response was lost
+        text = str(e).lower()
+        error = RequestTimedOut if "timed out" in text or "timeout" in text else KafkaStorageError
+        # The exception's kind only: its text names the store's URLs and paths, which clients must not see.
+        return error(f"committing to {self.topic} failed (not visible; retry): {type(e).__name__}")
 
     def _after_direct_commit(self, version: int) -> None:
         """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
