@@ -11,6 +11,9 @@ a retry that does not duplicate.
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 import uuid
 
 import pytest
@@ -186,3 +189,55 @@ def test_retry_that_overtakes_a_stalled_commit_wins_and_the_late_put_is_refused(
     assert high_watermark(root) == 5
     assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
     assert len(find_orphan_files(root, "t")) == 1  # the late commit's segment, never referenced
+
+
+SEGMENT = re.compile(r"/topics/t/partition=\d+/[^/]+\.parquet$")
+
+
+def segment_put(method: str, path: str) -> bool:
+    return method == "PUT" and bool(SEGMENT.search(path.split("?")[0]))
+
+
+def test_each_segment_is_one_put_and_a_commit_uploads_its_partitions_at_once(proxy):
+    """A segment on S3 is a single PUT (no multipart upload, no HEAD for its size), and a commit that spans
+    partitions uploads them side by side: both uploads are in flight before either answers."""
+    root = faulty_root(proxy)
+    log, _ = seeded(root)
+    proxy.log.clear()
+    stalls = [proxy.stall(lambda m, t, p=p: segment_put(m, t) and f"/partition={p}/" in t, 60.0, then="forward")
+              for p in (0, 1)]
+    done: list = []
+    batches = [PartitionBatch(p, normalize_records([{"value": value_of(1, p, 0, 0)}])) for p in (0, 1)]
+    writer = threading.Thread(target=lambda: done.append(log.append_batches("t", batches)))
+    writer.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not all(s.hits for s in stalls) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert all(s.hits for s in stalls), "the second partition's upload waited for the first"
+    finally:
+        for s in stalls:
+            s.release.set()
+        writer.join(30)
+    assert [r.partition for r in done[0]] == [0, 1] and not any(isinstance(r, KafkaError) for r in done[0])
+    methods = [(m, t) for m, t, _ in proxy.log if "/partition=" in t]
+    assert sorted(m for m, _ in methods) == ["PUT", "PUT"], methods  # no POST (multipart), no HEAD
+
+
+@pytest.mark.parametrize("fault", ["503", "connection closed"])
+def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_committed(proxy, fault):
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    failing = (proxy.drop(lambda m, t: segment_put(m, t) and "/partition=1/" in t) if fault == "connection closed"
+               else proxy.fail(lambda m, t: segment_put(m, t) and "/partition=1/" in t, status=503))
+    batches = [PartitionBatch(p, normalize_records([{"value": value_of(1, p, 0, 0)}])) for p in (0, 1)]
+    results = log.append_batches("t", batches)
+    assert failing.hits
+    for r in results:  # all or nothing: partition 0's upload succeeded, but its records are not committed
+        assert isinstance(r, KafkaError) and r.retriable and r.name == "KAFKA_STORAGE_ERROR", r
+        assert "s3://" not in r.message and BUCKET not in r.message and ".parquet" not in r.message, r.message
+    assert high_watermark(root) == 2
+    check_log(root, "t", acks)
+    assert find_orphan_files(root, "t") == []  # partition 0's uploaded segment was removed again
+    retry = log.append_batches("t", batches)
+    assert [r.base_offset for r in retry] == [2, 0]

@@ -2,7 +2,7 @@
 
 The write is a put-if-absent of ``_delta_log/<version>.json`` (``If-None-Match: *`` on S3, an exclusive
 rename or hard link locally), exactly what Delta's protocol requires of a store; a lost race raises
-:class:`CommitConflict` and the caller re-reads and retries. Appends use it directly on local roots
+:class:`CommitConflict` and the caller re-reads and retries. Appends use it directly on every root
 (:mod:`lakelog.writer.committer`), and every root's admin commits -- topic configs, partition counts,
 delete-records -- are written this way (:meth:`lakelog.log.Log.alter_topic`): delta-rs 1.6's
 ``alter.set_table_properties`` hangs against some S3 endpoints, and its commits list the log, which under
@@ -17,6 +17,8 @@ import errno
 import functools
 import os
 import uuid
+
+import pyarrow as pa
 
 from lakelog.storage.delta_log import read_commit, retry_listing_gaps
 from lakelog.storage.storage_root import StorageRoot, _seconds
@@ -63,14 +65,31 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
         return
     from botocore.exceptions import ClientError
 
-    bucket, _, prefix = root.uri[len("s3://"):].partition("/")
-    key = f"{prefix}/{rel_path}" if prefix else rel_path
+    bucket, key = _bucket_key(root, rel_path)
     try:
         s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             raise CommitConflict(rel_path) from None
         raise
+
+
+def put_object(root: StorageRoot, rel_path: str, data: bytes | pa.Buffer) -> None:
+    """Write an object of an S3 root in one PUT (overwriting), through :func:`s3_client`; a failure is an
+    ``OSError``, as a filesystem's would be. An Arrow buffer is sent without a copy."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = _bucket_key(root, rel_path)
+    try:
+        body = pa.BufferReader(data) if isinstance(data, pa.Buffer) else data
+        s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=body)
+    except (BotoCoreError, ClientError) as e:
+        raise OSError(f"the PUT of {rel_path} failed: {type(e).__name__}") from e
+
+
+def _bucket_key(root: StorageRoot, rel_path: str) -> tuple[str, str]:
+    bucket, _, prefix = root.uri[len("s3://"):].partition("/")
+    return bucket, f"{prefix}/{rel_path}" if prefix else rel_path
 
 
 @functools.lru_cache(maxsize=16)

@@ -32,6 +32,7 @@ import re
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicId,
-                            UnknownTopicOrPartition)
+                            UnknownTopicOrPartition, storage_error)
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
                                        retry_listing_gaps)
@@ -65,6 +66,7 @@ DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 ENGINE = "lakelog-direct-commit"
+UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 BACKGROUND_NICE = 10  # checkpoints and index storage run at this niceness (Linux: per thread)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
 
@@ -227,15 +229,15 @@ class Committer:
                 return results  # type: ignore[return-value]
             append_time = int(time.time() * 1000)
             commit_id = uuid.uuid4().hex
-            adds, leo = [], {}
-            try:
-                for partition, items in plan.items():
-                    table = self._segment_table(batches, items, snap, append_time)
-                    adds.append(write_segment(self.root, self.topic, partition, table))
-                    leo[partition] = items[-1][1] + batches[items[-1][0]].records.num_rows
-            except OSError as e:
+            leo = {partition: items[-1][1] + batches[items[-1][0]].records.num_rows
+                   for partition, items in plan.items()}
+            adds, failure = self._write_segments(
+                {partition: self._segment_table(batches, items, snap, append_time)
+                 for partition, items in plan.items()})
+            if failure is not None:
                 delete_quietly(self.root, self.topic, [a.path for a in adds])
-                return self._fail_pending(results, plan, KafkaStorageError(f"writing segments of {self.topic}: {e}"))
+                log.warning("writing segments of %s failed: %s", self.topic, failure)
+                return self._fail_pending(results, plan, storage_error(failure))  # no paths for clients
             attempts[commit_id] = {
                 i: AppendResult(partition, base, batches[i].records.num_rows,
                                 append_time if snap.config.log_append_time else -1)
@@ -446,6 +448,29 @@ class Committer:
             return True
         return None
 
+    def _write_segments(self, tables: dict[int, pa.Table]) -> tuple[list, OSError | None]:
+        """Write one segment per partition; ``(the adds written, the first failure or None)``.
+
+        On an object store the uploads run in parallel (each is a round trip of the store's latency);
+        locally, one after another.
+        """
+        adds: list = []
+        if self.root.is_local or len(tables) == 1:
+            for partition, table in tables.items():
+                try:
+                    adds.append(write_segment(self.root, self.topic, partition, table))
+                except OSError as e:
+                    return adds, e
+            return adds, None
+        futures = [_uploads().submit(write_segment, self.root, self.topic, p, t) for p, t in tables.items()]
+        failure = None
+        for f in futures:
+            try:
+                adds.append(f.result())
+            except OSError as e:
+                failure = failure or e
+        return adds, failure
+
     def _unknown_outcome(self, e: Exception, commit_id: str) -> bool | KafkaError:
         """A commit whose store call failed without saying whether it landed: look for it by its id."""
         log.warning("commit of %s failed ambiguously: %s", self.topic, e)
@@ -514,6 +539,12 @@ class Committer:
             for i, _ in items:
                 results[i] = error
         return results
+
+
+@functools.cache
+def _uploads():
+    """The threads that upload a commit's segments to an object store in parallel (shared by all topics)."""
+    return ThreadPoolExecutor(max_workers=UPLOAD_THREADS, thread_name_prefix="lakelog-upload")
 
 
 def _direct_commits_supported(dt) -> bool:

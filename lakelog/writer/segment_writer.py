@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.storage.delta_commit import put_object
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.segment_index import segment_file_name
 from lakelog.storage.storage_root import StorageRoot
@@ -62,19 +63,20 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
     base = int(table.column("offset")[0].as_py()) if base_offset is None else base_offset
     rel = segment_file_name(partition, base, uuid.uuid4().hex)
     path = root.path_for("topics", topic, rel)
-    fs = root.filesystem
+    options = dict(compression="snappy", use_dictionary=False, write_statistics=STATS_COLUMNS,
+                   row_group_size=ROW_GROUP_SIZE)
     if root.is_local:
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(
-        table,
-        path,
-        filesystem=fs,
-        compression="snappy",
-        use_dictionary=False,
-        write_statistics=STATS_COLUMNS,
-        row_group_size=ROW_GROUP_SIZE,
-    )
-    size = fs.get_file_info(path).size
+        root.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(table, path, filesystem=root.filesystem, **options)
+        size = root.filesystem.get_file_info(path).size
+    else:
+        # One PUT of the whole file: a filesystem stream would make it a multipart upload (two POSTs and a
+        # part PUT) and a HEAD for its size -- four round trips in series at object-store latency.
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, **options)
+        data = sink.getvalue()
+        put_object(root, f"topics/{topic}/{rel}", data)
+        size = data.size
     return AddAction(
         path=rel,
         size=size,
