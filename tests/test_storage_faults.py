@@ -25,7 +25,7 @@ from lakelog.storage.orphan_files import find_orphan_files
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, value_of
-from bench.s3_proxy import S3FaultProxy, commit_put, delta_log_access
+from bench.s3_proxy import COMMIT_FILE, S3FaultProxy, commit_put, delta_log_access
 
 
 @pytest.fixture
@@ -241,3 +241,19 @@ def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_c
     assert find_orphan_files(root, "t") == []  # partition 0's uploaded segment was removed again
     retry = log.append_batches("t", batches)
     assert [r.base_offset for r in retry] == [2, 0]
+
+
+def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
+    """A reader catching up replays each new commit with one GET (pyarrow's S3 reads are a HEAD and a GET)."""
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    reader = Log(root)
+    before = reader.snapshot("t").version
+    for i in range(3):
+        acks.append(ack_of(log.append_batches("t", batch(i))[0], i))
+    proxy.log.clear()
+    after = reader.snapshot("t")
+    assert after.version == before + 3 and after.high_watermark(0) == 11
+    commit_reads = [(m, t) for m, t, _ in proxy.log if COMMIT_FILE.search(t)]
+    assert [m for m, _ in commit_reads].count("GET") == 4  # the 3 new commits, then the probe past the end
+    assert [m for m, _ in commit_reads].count("HEAD") <= 1  # only the "anything new?" probe

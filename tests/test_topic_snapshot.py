@@ -103,7 +103,7 @@ def test_log_tail_cleaned_up_behind_a_checkpoint_is_rebuilt(root, topic_log):
         root.filesystem.delete_file(root.path_for("topics", "t", "_delta_log", f"{v:020d}.json"))
 
     with pytest.raises(LogTailGone):
-        list(read_tail(root.filesystem, root.path_for("topics", "t"), old.version))
+        list(read_tail(root, root.path_for("topics", "t"), old.version))
     assert state(load_snapshot(root, "t"), producers=False) == state(full, producers=False)
     assert state(advance(root, old.copy()), producers=False) == state(full, producers=False)
 

@@ -117,7 +117,7 @@ def _removal_times(root: StorageRoot, topic: str, version: int, unreferenced: se
         cursor, removed = -1, {}
     table = root.path_for("topics", topic)
     try:
-        for commit in read_tail(root.filesystem, table, cursor, until_version=version):
+        for commit in read_tail(root, table, cursor, until_version=version):
             for rm in commit.removes:
                 removed[rm["path"]] = int(rm.get("deletionTimestamp") or commit.commit_info.get("timestamp") or 0)
     except LogTailGone:

@@ -18,10 +18,9 @@ import functools
 import os
 import uuid
 
-import pyarrow as pa
-
 from lakelog.storage.delta_log import read_commit, retry_listing_gaps
-from lakelog.storage.storage_root import StorageRoot, _seconds
+from lakelog.storage.s3_objects import s3_client, split_path
+from lakelog.storage.storage_root import StorageRoot
 
 
 class CommitConflict(Exception):
@@ -65,51 +64,13 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
         return
     from botocore.exceptions import ClientError
 
-    bucket, key = _bucket_key(root, rel_path)
+    bucket, key = split_path(root.path_for(rel_path))
     try:
         s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             raise CommitConflict(rel_path) from None
         raise
-
-
-def put_object(root: StorageRoot, rel_path: str, data: bytes | pa.Buffer) -> None:
-    """Write an object of an S3 root in one PUT (overwriting), through :func:`s3_client`; a failure is an
-    ``OSError``, as a filesystem's would be. An Arrow buffer is sent without a copy."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    bucket, key = _bucket_key(root, rel_path)
-    try:
-        body = pa.BufferReader(data) if isinstance(data, pa.Buffer) else data
-        s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=body)
-    except (BotoCoreError, ClientError) as e:
-        raise OSError(f"the PUT of {rel_path} failed: {type(e).__name__}") from e
-
-
-def _bucket_key(root: StorageRoot, rel_path: str) -> tuple[str, str]:
-    bucket, _, prefix = root.uri[len("s3://"):].partition("/")
-    return bucket, f"{prefix}/{rel_path}" if prefix else rel_path
-
-
-@functools.lru_cache(maxsize=16)
-def s3_client(options: tuple[tuple[str, str], ...]):
-    """A boto3 S3 client for a root's storage options, cached (a client costs milliseconds to build) and
-    bounded in time: the root's ``connect_timeout``/``timeout`` (default 5 s / 30 s) and ``max_retries``
-    (default 3). Endpoint and credentials not in the options come from the ``AWS_*`` environment, as for
-    delta-rs. boto3 clients are thread-safe."""
-    import boto3
-    from botocore.config import Config
-
-    opts = dict(options)
-    config = Config(connect_timeout=_seconds(opts.get("connect_timeout", "5s")),
-                    read_timeout=_seconds(opts.get("timeout", "30s")),
-                    retries={"total_max_attempts": int(opts.get("max_retries", "3")) + 1, "mode": "standard"},
-                    max_pool_connections=32)
-    return boto3.client(
-        "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region"),
-        aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
-        aws_session_token=opts.get("aws_session_token"), config=config)
 
 
 @functools.cache
@@ -153,7 +114,7 @@ def table_metadata(root: StorageRoot, topic: str) -> dict:
 
     Read from commit 0, or from delta-rs when the log's start was cleaned up after a checkpoint.
     """
-    first = read_commit(root.filesystem, root.path_for("topics", topic), 0)
+    first = read_commit(root, root.path_for("topics", topic), 0)
     if first is not None and first.metadata is not None:
         return dict(first.metadata)
     from deltalake import DeltaTable

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import pyarrow.fs as pafs
+from lakelog.storage.s3_objects import get_object
+from lakelog.storage.storage_root import StorageRoot
 
 
 class LogTailGone(Exception):
@@ -92,34 +93,33 @@ def encode_actions(actions: list[dict]) -> bytes:
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
 
 
-def read_commit(fs: pafs.FileSystem, table_path: str, version: int) -> Commit | None:
-    """The commit at ``version``, or None if there is no such file."""
+def read_object(root: StorageRoot, path: str) -> bytes | None:
+    """A small file's bytes, or None if it does not exist: one GET on S3 (not pyarrow's HEAD + GET)."""
+    if not root.is_local:
+        return get_object(root, path)
     try:
-        with fs.open_input_stream(commit_path(table_path, version)) as f:
-            text = f.read().decode("utf-8")
+        with root.filesystem.open_input_stream(path) as f:
+            return f.read()
     except FileNotFoundError:
         return None
-    except OSError as e:  # pyarrow's S3 reports a missing key as OSError on some paths
-        if "NoSuchKey" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
-            return None
-        raise
-    return parse_commit(version, text)
 
 
-def last_checkpoint_version(fs: pafs.FileSystem, table_path: str) -> int:
+def read_commit(root: StorageRoot, table_path: str, version: int) -> Commit | None:
+    """The commit at ``version``, or None if there is no such file."""
+    data = read_object(root, commit_path(table_path, version))
+    return None if data is None else parse_commit(version, data.decode("utf-8"))
+
+
+def last_checkpoint_version(root: StorageRoot, table_path: str) -> int:
     """Version of ``_delta_log/_last_checkpoint``, or -1 if there is none."""
+    data = read_object(root, f"{table_path}/_delta_log/_last_checkpoint")
     try:
-        with fs.open_input_stream(f"{table_path}/_delta_log/_last_checkpoint") as f:
-            return int(json.loads(f.read().decode("utf-8"))["version"])
-    except (FileNotFoundError, KeyError, ValueError):
+        return -1 if data is None else int(json.loads(data.decode("utf-8"))["version"])
+    except (KeyError, ValueError):
         return -1
-    except OSError as e:
-        if "NoSuchKey" in str(e) or "does not exist" in str(e):
-            return -1
-        raise
 
 
-def read_tail(fs: pafs.FileSystem, table_path: str, after_version: int,
+def read_tail(root: StorageRoot, table_path: str, after_version: int,
               until_version: int | None = None) -> Iterator[Commit]:
     """Commits ``after_version + 1`` ... latest (or ``until_version``), in order.
 
@@ -128,12 +128,12 @@ def read_tail(fs: pafs.FileSystem, table_path: str, after_version: int,
     v = after_version + 1
     checkpoint = None
     while until_version is None or v <= until_version:
-        commit = read_commit(fs, table_path, v)
+        commit = read_commit(root, table_path, v)
         if commit is None:
             if until_version is not None:
                 raise LogTailGone(f"commit {v} of {table_path} is missing")
             if checkpoint is None:
-                checkpoint = last_checkpoint_version(fs, table_path)
+                checkpoint = last_checkpoint_version(root, table_path)
             if v <= checkpoint:
                 raise LogTailGone(f"commit {v} of {table_path} was cleaned up (checkpoint {checkpoint})")
             return

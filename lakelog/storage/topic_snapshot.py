@@ -311,11 +311,11 @@ def load_snapshot(root: StorageRoot, topic: str, *, base: TopicSnapshot | None =
     elif base is None:
         snap.persisted_version = snap.version
     try:
-        for commit in read_tail(root.filesystem, table_path, snap.version):
+        for commit in read_tail(root, table_path, snap.version):
             snap.apply(commit)
     except LogTailGone:
         snap = rebuild_from_delta(root, topic)
-        for commit in read_tail(root.filesystem, table_path, snap.version):
+        for commit in read_tail(root, table_path, snap.version):
             snap.apply(commit)
     return snap
 
@@ -324,7 +324,7 @@ def advance(root: StorageRoot, snap: TopicSnapshot, until_version: int | None = 
     """Advance ``snap`` in place to the latest version (or ``until_version``)."""
     table_path = root.path_for("topics", snap.topic)
     try:
-        for commit in read_tail(root.filesystem, table_path, snap.version, until_version):
+        for commit in read_tail(root, table_path, snap.version, until_version):
             snap.apply(commit)
     except LogTailGone:
         fresh = load_snapshot(root, snap.topic)

@@ -418,7 +418,7 @@ class Committer:
                               fsync=False)
             except CommitConflict:
                 try:
-                    winners = list(read_tail(self.root.filesystem, table_path, self.snapshot.version))
+                    winners = list(read_tail(self.root, table_path, self.snapshot.version))
                     for commit in winners:
                         self.snapshot.apply(commit)
                 except (LogTailGone, OSError, ValueError) as e:

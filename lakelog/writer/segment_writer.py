@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.storage.delta_commit import put_object
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
+from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import segment_file_name
 from lakelog.storage.storage_root import StorageRoot
 
@@ -75,7 +75,7 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, **options)
         data = sink.getvalue()
-        put_object(root, f"topics/{topic}/{rel}", data)
+        put_object(root, path, data)
         size = data.size
     return AddAction(
         path=rel,
