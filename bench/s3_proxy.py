@@ -45,10 +45,16 @@ OPERATIONS = ("PUT", "GET", "LIST", "HEAD", "DELETE", "POST")
 
 @dataclass(frozen=True)
 class LatencyProfile:
-    """Per-operation latency in ms as ``(p50, p99)`` of a log-normal distribution."""
+    """Per-operation latency in ms as ``(p50, p99)`` of a log-normal distribution, and a per-request
+    transfer rate (``mb_per_s``, None for unlimited): a request's body and its response's body each take
+    ``bytes / rate`` on top of the latency, as one S3 connection streams at a bounded rate."""
 
     name: str
     ms: dict[str, tuple[float, float]]
+    mb_per_s: float | None = None
+
+    def transfer_s(self, nbytes: int) -> float:
+        return nbytes / (self.mb_per_s * 1e6) if self.mb_per_s else 0.0
 
     def draw_s(self, operation: str, rng: random.Random) -> float:
         p50, p99 = self.ms.get(operation, self.ms["GET"])
@@ -57,11 +63,13 @@ class LatencyProfile:
 
 
 #: S3 Standard as measured in public benchmarks of small objects (PUT p50 25 ms, p99 80 ms; GET first byte
-#: p50 15 ms, p99 60 ms; LIST p50 30 ms; HEAD 10 ms), and S3 Express One Zone (about 5 ms for everything).
+#: p50 15 ms, p99 60 ms; LIST p50 30 ms; HEAD 10 ms) and about 80 MB/s per connection (AWS's guidance is
+#: 85-90 MB/s per request on large instances); S3 Express One Zone (about 5 ms for everything).
 PROFILES = {
     "s3-standard": LatencyProfile("s3-standard", {"PUT": (25, 80), "POST": (25, 80), "DELETE": (25, 80),
-                                                  "GET": (15, 60), "LIST": (30, 100), "HEAD": (10, 30)}),
-    "s3-express": LatencyProfile("s3-express", {op: (5, 10) for op in OPERATIONS}),
+                                                  "GET": (15, 60), "LIST": (30, 100), "HEAD": (10, 30)},
+                                  mb_per_s=80.0),
+    "s3-express": LatencyProfile("s3-express", {op: (5, 10) for op in OPERATIONS}, mb_per_s=200.0),
 }
 
 
@@ -195,6 +203,7 @@ class S3FaultProxy:
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            request_queue_size = 256  # the default backlog (5) drops bursts of connections: a 1 s SYN retry each
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-fault-proxy", daemon=True)
@@ -298,8 +307,10 @@ class S3FaultProxy:
                 if self.latency is not None:
                     with self._lock:
                         wait = self.latency.draw_s(op, self._rng)
-                    time.sleep(wait)
+                    time.sleep(wait + self.latency.transfer_s(len(body)))
                 response = self._forward(first, headers, body, method)
+                if self.latency is not None and self.latency.mb_per_s:
+                    time.sleep(self.latency.transfer_s(len(response)))
                 with self._lock:
                     self.stats.requests[op] += 1
                     self.stats.bytes_in += len(body)
@@ -326,13 +337,23 @@ class S3FaultProxy:
         headers = [(k, v) for k, v in headers if k.lower() not in ("connection", "keep-alive")]
         headers.append(("Connection", "close"))
         with socket.create_connection(self._upstream, timeout=60) as up:
+            up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             up.sendall(_build_head(first, headers) + body)
             raw = bytearray()
-            while True:
-                chunk = up.recv(65536)
+            # Read by Content-Length where there is one: waiting for the server to close its end costs
+            # milliseconds per request (the server lingers), more than a 1 MB body takes to arrive.
+            expected = None
+            while expected is None or len(raw) < expected:
+                chunk = up.recv(1 << 20)
                 if not chunk:
                     break
                 raw += chunk
+                if expected is None and (i := raw.find(b"\r\n\r\n")) >= 0:
+                    status_line, rheaders = _parse_head(bytes(raw[:i + 4]))
+                    cl = _header(rheaders, "content-length")
+                    code = status_line.split(" ")[1]
+                    if cl is not None and not code.startswith("1"):
+                        expected = i + 4 + (0 if method == "HEAD" or code in ("204", "304") else int(cl))
         while True:  # skip interim 1xx responses
             i = raw.find(b"\r\n\r\n")
             status_line, rheaders = _parse_head(bytes(raw[:i + 4]))

@@ -244,7 +244,8 @@ def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_c
 
 
 def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
-    """A reader catching up replays each new commit with one GET (pyarrow's S3 reads are a HEAD and a GET)."""
+    """A reader catching up replays each new commit with one GET (pyarrow's S3 reads are a HEAD and a GET),
+    in windows of 1, 2, 4, ... commits read at once."""
     root = faulty_root(proxy)
     log, acks = seeded(root)
     reader = Log(root)
@@ -255,5 +256,33 @@ def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
     after = reader.snapshot("t")
     assert after.version == before + 3 and after.high_watermark(0) == 11
     commit_reads = [(m, t) for m, t, _ in proxy.log if COMMIT_FILE.search(t)]
-    assert [m for m, _ in commit_reads].count("GET") == 4  # the 3 new commits, then the probe past the end
+    # windows of 1, 2 and 4: the 3 new commits, and 4 probes past the end read at once with the third
+    assert [m for m, _ in commit_reads].count("GET") == 7
     assert [m for m, _ in commit_reads].count("HEAD") <= 1  # only the "anything new?" probe
+
+
+def test_a_sequential_consumer_on_s3_reads_each_segment_once_ahead_and_in_order(proxy):
+    """The fetcher reads ahead by segment (whole-object GETs in parallel): every record once, in order, one
+    GET per segment; a seek back re-reads from the store."""
+    from lakelog.client.fetcher import Fetcher
+    from lakelog.group.assignors import TopicPartition
+
+    root = faulty_root(proxy)
+    log = Log(root)
+    log.create_topic("t", 1)
+    for i in range(12):
+        log.append_batches("t", batch(i))
+    tp = TopicPartition("t", 0)
+    fetcher = Fetcher(Log(root), max_partition_fetch_bytes=1)  # one segment per fetch
+    proxy.log.clear()
+    offsets, position = [], 0
+    while position < 36:
+        table, position = fetcher.take(tp, position, 10**6)
+        offsets += table.column("offset").to_pylist()
+    assert offsets == list(range(36))
+    segment_gets = [t for m, t, _ in proxy.log if m == "GET" and SEGMENT.search(t.split("?")[0])]
+    assert len(segment_gets) == len(set(segment_gets)) == 12, segment_gets
+    assert not [t for m, t, _ in proxy.log if m == "HEAD" and ".parquet" in t]
+
+    table, _ = fetcher.take(tp, 6, 10**6)  # a seek back
+    assert table.column("offset").to_pylist()[:3] == [6, 7, 8]

@@ -7,6 +7,14 @@ position on until ``max_partition_fetch_bytes`` (compressed file bytes, at
 least one row group) or the high watermark.  A consumer reading a partition
 front to back therefore reads every row group once, as a plain scan would.
 
+On an object store the fetcher also reads ahead by segment: after each fetch
+it starts whole-object GETs of the partition's next segments (up to
+:data:`READ_AHEAD_BYTES` of them, in parallel), and a later fetch parses those
+bytes instead of asking the store. A sequential consumer so waits for the
+store's latency about once per :data:`READ_AHEAD_BYTES`, not three round trips
+per segment. A segment compacted away meanwhile shows as a missing object and
+is re-planned as before.
+
 A buffer is valid for one position: a seek (a position the buffer does not
 expect) drops it.  Only committed data is read -- the high watermark of the
 topic's latest snapshot bounds every fetch -- and a position outside
@@ -17,6 +25,8 @@ Not thread-safe: owned by one :class:`~lakelog.client.consumer.Consumer`.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,8 +36,8 @@ import pyarrow.parquet as pq
 
 from lakelog.group.assignors import TopicPartition
 from lakelog.errors import OffsetOutOfRange
-from lakelog.reader.log_reader import check_partition
-from lakelog.reader.segment_reader import row_group_ranges
+from lakelog.reader.log_reader import check_partition, readers
+from lakelog.reader.segment_reader import get_segment, open_segment, row_group_ranges
 from lakelog.storage.record_schema import FILE_SCHEMA
 
 if TYPE_CHECKING:
@@ -36,6 +46,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_PARTITION_FETCH_BYTES = 1 << 20  # Kafka's max.partition.fetch.bytes
 _READ_RETRIES = 3  # a segment may be compacted away between the snapshot and the read
+READ_AHEAD_BYTES = 16 << 20  # stored bytes of segments fetched ahead per partition (object stores only)
+SNAPSHOT_REUSE_S = 1.0  # a fetch below a snapshot's high watermark may plan on it for this long
 
 
 @dataclass
@@ -53,14 +65,23 @@ class Fetcher:
         self.log = log
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self._buffers: dict[TopicPartition, _Buffer] = {}
+        self._ahead: dict[TopicPartition, dict[str, Future]] = {}  # segment path -> its whole-object GET
+        self._snapshots: dict[str, tuple[float, "TopicSnapshot"]] = {}  # topic -> (taken at, snapshot)
 
     def drop(self, tp: TopicPartition) -> None:
         self._buffers.pop(tp, None)
+        self._drop_ahead(tp)
 
     def retain(self, partitions: set[TopicPartition]) -> None:
         """Drop the buffers of partitions not in ``partitions`` (revoked or unassigned)."""
         for tp in [tp for tp in self._buffers if tp not in partitions]:
             del self._buffers[tp]
+        for tp in [tp for tp in self._ahead if tp not in partitions]:
+            self._drop_ahead(tp)
+
+    def _drop_ahead(self, tp: TopicPartition) -> None:
+        for f in self._ahead.pop(tp, {}).values():
+            f.cancel()
 
     def buffered(self, tp: TopicPartition) -> int:
         """Records buffered for ``tp`` (read but not handed out)."""
@@ -91,18 +112,62 @@ class Fetcher:
         buf.position = out.column("offset")[n - 1].as_py() + 1
         return out, buf.position
 
-    def _fetch(self, tp: TopicPartition, position: int) -> _Buffer | None:
+    def _snapshot(self, tp: TopicPartition, position: int) -> "TopicSnapshot":
+        """The topic's snapshot, reused for up to :data:`SNAPSHOT_REUSE_S` while ``position`` is below its high
+        watermark: a fetch there needs no newer one, and on an object store each look costs round trips.
+        (A segment removed meanwhile is re-planned on a fresh snapshot; see :meth:`_fetch`.)"""
+        cached = self._snapshots.get(tp.topic)
+        now = time.monotonic()
+        if (cached is not None and now - cached[0] < SNAPSHOT_REUSE_S and tp.partition < cached[1].partition_count
+                and cached[1].log_start_offset(tp.partition) <= position < cached[1].high_watermark(tp.partition)):
+            return cached[1]
         snap = self.log.snapshot(tp.topic)
+        self._snapshots[tp.topic] = (now, snap)
+        return snap
+
+    def _fetch(self, tp: TopicPartition, position: int) -> _Buffer | None:
+        snap = self._snapshot(tp, position)
         for attempt in range(_READ_RETRIES):
             try:
-                return self._read(snap, tp.partition, position)
+                buf = self._read(snap, tp, position)
+                if buf is not None and not self.log.root.is_local:
+                    self._read_ahead(snap, tp, buf.end)
+                return buf
             except FileNotFoundError:
                 if attempt == _READ_RETRIES - 1:
                     raise
                 snap = self.log.snapshot(tp.topic)  # compaction/retention replaced the segment: re-plan
+                self._snapshots[tp.topic] = (time.monotonic(), snap)
         return None
 
-    def _read(self, snap: "TopicSnapshot", partition: int, position: int) -> _Buffer | None:
+    def _read_ahead(self, snap: "TopicSnapshot", tp: TopicPartition, position: int) -> None:
+        """Start whole-object GETs of the segments from ``position`` on, up to :data:`READ_AHEAD_BYTES`."""
+        ahead = self._ahead.setdefault(tp, {})
+        budget, wanted = READ_AHEAD_BYTES, set()
+        hw = snap.high_watermark(tp.partition)
+        for seg in snap.index.segments_from(tp.partition, position):
+            if budget <= 0 or seg.base_offset >= hw or not self._whole_size(seg):
+                break
+            wanted.add(seg.path)
+            budget -= seg.bytes
+            if seg.path not in ahead:
+                ahead[seg.path] = readers().submit(get_segment, self.log.root, snap.topic, seg.path)
+        for path in [p for p in ahead if p not in wanted]:  # behind us (or dropped by a seek)
+            ahead.pop(path).cancel()
+
+    def _whole_size(self, seg) -> bool:
+        """Whether ``seg`` is small enough to be fetched whole (one fetch reads about all of it)."""
+        return 0 < seg.bytes <= 2 * self.max_partition_fetch_bytes
+
+    def _open(self, snap: "TopicSnapshot", tp: TopicPartition, seg, whole_ok: bool):
+        """The segment's file: bytes fetched ahead if there are, else from the store."""
+        fetched = self._ahead.get(tp, {}).pop(seg.path, None)
+        if fetched is not None:
+            return pa.BufferReader(fetched.result())  # FileNotFoundError if it was compacted away meanwhile
+        return open_segment(self.log.root, snap.topic, seg.path, seg.bytes, whole_ok=whole_ok)
+
+    def _read(self, snap: "TopicSnapshot", tp: TopicPartition, position: int) -> _Buffer | None:
+        partition = tp.partition
         check_partition(snap, partition)
         hw, lso = snap.high_watermark(partition), snap.log_start_offset(partition)
         if position < lso or position > hw:
@@ -110,7 +175,6 @@ class Fetcher:
                                    f"[log start offset {lso}, high watermark {hw}]")
         if position == hw:
             return None
-        root = self.log.root
         tables: list[pa.Table] = []
         size, end, full = 0, hw, False
         for seg in snap.index.segments_from(partition, position):
@@ -119,7 +183,7 @@ class Fetcher:
             if size >= self.max_partition_fetch_bytes:
                 end = seg.base_offset  # the next fetch starts with this segment
                 break
-            with root.filesystem.open_input_file(root.path_for("topics", snap.topic, seg.path)) as f:
+            with self._open(snap, tp, seg, position <= seg.base_offset and self._whole_size(seg)) as f:
                 pf = pq.ParquetFile(f)
                 groups = []
                 for rg, lo, hi in row_group_ranges(pf):

@@ -3,11 +3,18 @@
 Only committed data is ever read: the snapshot's high watermark bounds every
 fetch.  ``OFFSET_OUT_OF_RANGE`` is raised below the log start offset and above
 the high watermark, as a Kafka broker does.  Stateless and thread-safe.
+
+On an object store a fetch reads ahead: up to :data:`READ_AHEAD` segments are
+requested at once (while their stored sizes fit the fetch's ``max_bytes``), so
+a fetch spanning many small segments costs about one round trip, not one each.
 """
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +27,7 @@ from lakelog.storage.topic_snapshot import TopicSnapshot
 
 EARLIEST = -2
 LATEST = -1
+READ_AHEAD = 8  # segment reads in flight per fetch on an object store
 
 
 @dataclass
@@ -50,10 +58,7 @@ def fetch(root: StorageRoot, snap: TopicSnapshot, partition: int, offset: int, *
     if max_records is not None and max_records < 1 or max_bytes is not None and max_bytes < 1:
         raise InvalidRequest("max_records and max_bytes must be positive")
     tables, count, size = [], 0, 0
-    for seg in snap.index.segments_from(partition, offset):
-        if seg.base_offset >= hw:
-            break
-        t = read_segment(root, snap.topic, seg, start=offset, end=hw)
+    for t in _segment_tables(root, snap, partition, offset, hw, max_bytes):
         if max_records is not None and count + t.num_rows > max_records:
             t = t.slice(0, max_records - count)
         if max_bytes is not None and t.num_rows:
@@ -78,6 +83,34 @@ def fetch(root: StorageRoot, snap: TopicSnapshot, partition: int, offset: int, *
     if not records.num_rows and offset < hw:
         next_offset = hw  # only gaps (compacted away) between offset and the high watermark
     return FetchResult(partition, records, hw, lso, next_offset)
+
+
+def _segment_tables(root: StorageRoot, snap: TopicSnapshot, partition: int, offset: int, hw: int,
+                    max_bytes: int | None) -> Iterator[pa.Table]:
+    """The records of each segment from ``offset`` up to ``hw``, in order; read ahead on object stores."""
+    segments = (seg for seg in snap.index.segments_from(partition, offset) if seg.base_offset < hw)
+    if root.is_local:
+        for seg in segments:
+            yield read_segment(root, snap.topic, seg, start=offset, end=hw)
+        return
+    pending, budget = [], max_bytes if max_bytes is not None else 2**63
+    try:
+        for seg in segments:
+            if pending and (len(pending) >= READ_AHEAD or budget <= 0):
+                yield pending.pop(0).result()
+            pending.append(readers().submit(read_segment, root, snap.topic, seg, start=offset, end=hw))
+            budget -= seg.bytes
+        while pending:
+            yield pending.pop(0).result()
+    finally:  # the caller stopped early: reads not started are dropped
+        for f in pending:
+            f.cancel()
+
+
+@functools.cache
+def readers() -> ThreadPoolExecutor:
+    """The threads that read segments ahead from an object store (shared by all fetches)."""
+    return ThreadPoolExecutor(max_workers=32, thread_name_prefix="lakelog-read")
 
 
 def offset_for_timestamp(root: StorageRoot, snap: TopicSnapshot, partition: int, ts_ms: int) -> int | None:

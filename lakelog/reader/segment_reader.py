@@ -4,6 +4,12 @@ Row groups whose ``offset`` statistics lie wholly outside the requested range
 are skipped without being read; within a row group the range is applied with a
 filter.  Handles are opened per call, so this is safe from any thread and on
 Spark executors.
+
+On an object store a segment that is small (up to :data:`SMALL_OBJECT_BYTES`),
+or wanted whole and up to :data:`WHOLE_OBJECT_BYTES`, is fetched with one GET
+(its size is in the log) and parsed in memory: pyarrow's S3 file would make it
+a HEAD, a GET of the footer and a GET of the row groups, three round trips in
+series. Other reads go by range, row group by row group.
 """
 
 from __future__ import annotations
@@ -13,8 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.storage.record_schema import FILE_SCHEMA
+from lakelog.storage.s3_objects import get_object
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.storage_root import StorageRoot
+
+SMALL_OBJECT_BYTES = 1 << 20
+WHOLE_OBJECT_BYTES = 64 << 20
 
 
 def row_group_ranges(pf: pq.ParquetFile) -> list[tuple[int, int, int]]:
@@ -34,10 +44,10 @@ def row_group_ranges(pf: pq.ParquetFile) -> list[tuple[int, int, int]]:
 def read_segment(root: StorageRoot, topic: str, seg: Segment, *, start: int | None = None, end: int | None = None,
                  columns: list[str] | None = None) -> pa.Table:
     """Records of ``seg`` with start <= offset < end (either bound optional), in offset order."""
-    path = root.path_for("topics", topic, seg.path)
     cols = columns or FILE_SCHEMA.names
     read_cols = cols if "offset" in cols else ["offset", *cols]
-    with root.filesystem.open_input_file(path) as f:
+    wanted_whole = (start is None or start <= seg.base_offset) and (end is None or end > seg.last_offset)
+    with open_segment(root, topic, seg.path, seg.bytes, whole_ok=wanted_whole) as f:
         pf = pq.ParquetFile(f)
         if start is None and end is None:
             table = pf.read(columns=read_cols)
@@ -55,3 +65,24 @@ def read_segment(root: StorageRoot, topic: str, seg: Segment, *, start: int | No
                 mask = pc.and_(pc.greater_equal(offsets, lo), pc.less(offsets, hi))
                 table = table.filter(mask)
     return table.select(cols)
+
+
+def get_segment(root: StorageRoot, topic: str, rel_path: str) -> bytes:
+    """The whole segment file (table-relative ``rel_path``) of an object-store root in one GET;
+    ``FileNotFoundError`` if it is gone (compacted or vacuumed away)."""
+    path = root.path_for("topics", topic, rel_path)
+    data = get_object(root, path)
+    if data is None:
+        raise FileNotFoundError(path)
+    return data
+
+
+def open_segment(root: StorageRoot, topic: str, rel_path: str, size: int, *, whole_ok: bool):
+    """A readable file of the segment at ``rel_path`` (``size`` bytes as the log says; 0 if unknown): on an
+    object store the whole object in one GET when it is small, or when ``whole_ok`` (the caller wants all
+    of it) and it is up to :data:`WHOLE_OBJECT_BYTES`; else a file read by range. Raises
+    ``FileNotFoundError`` if the segment is gone (compacted or vacuumed away)."""
+    limit = WHOLE_OBJECT_BYTES if whole_ok else SMALL_OBJECT_BYTES
+    if root.is_local or not 0 < size <= limit:
+        return root.filesystem.open_input_file(root.path_for("topics", topic, rel_path))
+    return pa.BufferReader(get_segment(root, topic, rel_path))

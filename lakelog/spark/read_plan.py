@@ -48,6 +48,8 @@ class SegmentSlice:
     start: int
     end: int
     bytes: int  # estimated share of the file's size
+    file_bytes: int = 0  # the whole file's size (0: unknown)
+    whole: bool = False  # the slice holds every offset of the file: it may be fetched in one request
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ def segment_slices(snap: TopicSnapshot, r: OffsetRange) -> list[SegmentSlice]:
         if lo >= hi:
             continue
         span = max(1, seg.last_offset + 1 - seg.base_offset)
-        out.append(SegmentSlice(r.topic, r.partition, seg.path, lo, hi, max(1, seg.bytes * (hi - lo) // span)))
+        out.append(SegmentSlice(r.topic, r.partition, seg.path, lo, hi, max(1, seg.bytes * (hi - lo) // span),
+                                seg.bytes, lo <= seg.base_offset and hi > seg.last_offset))
     return out
 
 
@@ -86,7 +89,7 @@ def split_slice(s: SegmentSlice, max_bytes: int) -> list[SegmentSlice]:
     else:
         bounds = [s.start + k * n // pieces for k in range(pieces + 1)]
     bounds[-1] = s.end
-    return [SegmentSlice(s.topic, s.partition, s.path, lo, hi, max(1, s.bytes * (hi - lo) // n))
+    return [SegmentSlice(s.topic, s.partition, s.path, lo, hi, max(1, s.bytes * (hi - lo) // n), s.file_bytes)
             for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
 

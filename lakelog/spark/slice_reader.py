@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from lakelog.errors import OffsetOutOfRange
 from lakelog.spark.read_plan import SegmentSlice
-from lakelog.reader.segment_reader import row_group_ranges
+from lakelog.reader.segment_reader import open_segment, row_group_ranges
 from lakelog.spark.source_offsets import DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE
 from lakelog.storage.record_schema import TIMESTAMP_TYPE
 from lakelog.storage.storage_root import StorageRoot
@@ -88,11 +88,9 @@ def read_slices(root: StorageRoot, slices: Iterable[SegmentSlice], schema: pa.Sc
     file_cols = [c for c in FILE_COLUMNS if c in names]
     if "offset" not in file_cols:
         file_cols.insert(0, "offset")
-    fs = root.filesystem
     for s in slices:
-        path = root.path_for("topics", s.topic, s.path)
         try:
-            f = fs.open_input_file(path)
+            f = open_segment(root, s.topic, s.path, s.file_bytes, whole_ok=s.whole)
         except FileNotFoundError:
             message = (f"Segment {s.path} of {s.topic}-{s.partition} holding offsets [{s.start}, {s.end}) was "
                        f"removed after the read was planned.")

@@ -15,13 +15,18 @@ version, readers see a whole file or none).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from lakelog.storage.s3_objects import get_object
 from lakelog.storage.storage_root import StorageRoot
+
+
+TAIL_WINDOW = 16  # commit files read at once when catching up on an object store
 
 
 class LogTailGone(Exception):
@@ -123,19 +128,37 @@ def read_tail(root: StorageRoot, table_path: str, after_version: int,
               until_version: int | None = None) -> Iterator[Commit]:
     """Commits ``after_version + 1`` ... latest (or ``until_version``), in order.
 
+    On an object store the commits are read in parallel windows that double while every commit in them is
+    there (1, 2, 4, ... up to :data:`TAIL_WINDOW`): a probe that finds nothing new costs one GET, and a
+    reader catching up on many commits waits about one round trip per window, not one per commit.
     Raises :class:`LogTailGone` if a needed commit file no longer exists.
     """
     v = after_version + 1
-    checkpoint = None
+    window = 1
     while until_version is None or v <= until_version:
-        commit = read_commit(root, table_path, v)
-        if commit is None:
-            if until_version is not None:
-                raise LogTailGone(f"commit {v} of {table_path} is missing")
-            if checkpoint is None:
-                checkpoint = last_checkpoint_version(root, table_path)
-            if v <= checkpoint:
-                raise LogTailGone(f"commit {v} of {table_path} was cleaned up (checkpoint {checkpoint})")
-            return
-        yield commit
-        v += 1
+        last = v + window - 1 if until_version is None else min(v + window - 1, until_version)
+        if root.is_local or last == v:
+            found = [read_commit(root, table_path, v)]
+        else:
+            found = list(_tail_readers().map(lambda n: read_commit(root, table_path, n), range(v, last + 1)))
+        for commit in found:
+            if commit is None:
+                _check_end(root, table_path, v, until_version)
+                return
+            yield commit
+            v += 1
+        window = min(window * 2, TAIL_WINDOW)
+
+
+def _check_end(root: StorageRoot, table_path: str, v: int, until_version: int | None) -> None:
+    """Commit ``v`` is missing: the end of the log, unless it was wanted or cleaned up behind a checkpoint."""
+    if until_version is not None:
+        raise LogTailGone(f"commit {v} of {table_path} is missing")
+    checkpoint = last_checkpoint_version(root, table_path)
+    if v <= checkpoint:
+        raise LogTailGone(f"commit {v} of {table_path} was cleaned up (checkpoint {checkpoint})")
+
+
+@functools.cache
+def _tail_readers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=TAIL_WINDOW, thread_name_prefix="lakelog-log-read")
