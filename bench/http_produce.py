@@ -31,6 +31,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import contextlib
 import os
 import random
 import signal
@@ -149,6 +150,20 @@ class MotoProcess:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)
+
+    @contextlib.contextmanager
+    def environment(self):
+        """``os.environ`` set to reach this server (for a benchmark's own ``Log`` and Spark), restored after."""
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 # -- load --------------------------------------------------------------------------------------

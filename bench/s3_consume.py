@@ -56,44 +56,47 @@ def _drain(root: str, options: dict, topic: str, expected: int) -> tuple[float, 
         consumer.close()
 
 
-def run(ctx: BenchContext) -> BenchResult:
+def _measure(ctx: BenchContext, moto, segments: int, proxies: dict) -> tuple[int, dict, dict]:
+    """Fill the topic, then drain it ``ctx.repeats`` times per root, interleaved."""
     from bench.http_produce import MotoProcess
     from bench.s3_proxy import PROFILES, S3FaultProxy
     from lakelog import Log
 
+    s3_root, local_root, topic = f"s3://{MotoProcess.BUCKET}/consume", str(ctx.workdir / "s3-consume"), "c"
+    ctx.progress(f"filling {segments} segments on moto and on a local root")
+    expected = _fill(Log(s3_root), topic, segments)
+    _fill(Log(local_root), topic, segments)
+    backends = ("local", "moto", "s3-express", "s3-standard")
+    for name in backends[1:]:
+        proxies[name] = S3FaultProxy(moto.endpoint, latency=PROFILES.get(name)).start()
+    times: dict[str, list[tuple[float, float]]] = {b: [] for b in backends}
+    gets: dict[str, int] = {}
+    for rep in range(ctx.repeats):
+        for b in backends:
+            if b == "local":
+                times[b].append(_drain(local_root, {}, topic, expected))
+                continue
+            proxies[b].reset_stats()
+            times[b].append(_drain(s3_root, {"aws_endpoint_url": proxies[b].url}, topic, expected))
+            gets[b] = proxies[b].reset_stats().requests["GET"]
+            ctx.progress(f"{b} run {rep + 1}: {times[b][-1][1]:,.0f} records/s")
+    return expected, times, gets
+
+
+def run(ctx: BenchContext) -> BenchResult:
+    from bench.http_produce import MotoProcess
+    from bench.s3_proxy import PROFILES, S3FaultProxy
+
     segments = ctx.size(100, 3)
     moto = MotoProcess()
-    saved = {k: os.environ.get(k) for k in moto.env}
-    os.environ.update(moto.env)
     proxies: dict[str, S3FaultProxy] = {}
     try:
-        s3_root, local_root, topic = f"s3://{MotoProcess.BUCKET}/consume", str(ctx.workdir / "s3-consume"), "c"
-        ctx.progress(f"filling {segments} segments on moto and on a local root")
-        expected = _fill(Log(s3_root), topic, segments)
-        _fill(Log(local_root), topic, segments)
-        backends = ("local", "moto", "s3-express", "s3-standard")
-        for name in backends[1:]:
-            proxies[name] = S3FaultProxy(moto.endpoint, latency=PROFILES.get(name)).start()
-        times: dict[str, list[tuple[float, float]]] = {b: [] for b in backends}
-        gets: dict[str, int] = {}
-        for rep in range(ctx.repeats):
-            for b in backends:
-                if b == "local":
-                    times[b].append(_drain(local_root, {}, topic, expected))
-                    continue
-                proxies[b].reset_stats()
-                times[b].append(_drain(s3_root, {"aws_endpoint_url": proxies[b].url}, topic, expected))
-                gets[b] = proxies[b].reset_stats().requests["GET"]
-                ctx.progress(f"{b} run {rep + 1}: {times[b][-1][1]:,.0f} records/s")
+        with moto.environment():
+            expected, times, gets = _measure(ctx, moto, segments, proxies)
     finally:
         for p in proxies.values():
             p.stop()
         moto.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     rows, metrics = [], {}
     for b in ("local", "moto", "s3-express", "s3-standard"):
         first_ms = statistics.median(t for t, _ in times[b]) * 1000

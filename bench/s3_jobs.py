@@ -17,7 +17,7 @@ as they change the data), and the S3 requests made, by operation.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import statistics
 import time
 
@@ -69,13 +69,16 @@ def run(ctx: BenchContext) -> BenchResult:
     from lakelog.storage.storage_root import StorageRoot
 
     records = ctx.size(800_000, 80_000)
+    cleanup = contextlib.ExitStack()
     moto = MotoProcess()
-    saved = {k: os.environ.get(k) for k in moto.env}
-    os.environ.update(moto.env)
+    cleanup.callback(moto.close)
+    cleanup.enter_context(moto.environment())
     backends = ("local", "moto", "s3-express", "s3-standard")
     rows, metrics = [], {}
-    spark, created = _session()
-    try:
+    with cleanup:
+        spark, created = _session()
+        if created:
+            cleanup.callback(spark.stop)
         for b in backends:
             if b == "local":
                 root, proxy = StorageRoot.resolve(str(ctx.workdir / "s3-jobs-local")), None
@@ -125,15 +128,6 @@ def run(ctx: BenchContext) -> BenchResult:
                 rows.append([b, op, f"{seconds:.2f}", ops])
                 metrics[f"{b}_{op.replace(' ', '_')}_s"] = seconds
             ctx.progress(f"{b}: " + ", ".join(f"{op} {s:.2f} s" for op, s in timings.items()))
-    finally:
-        if created:
-            spark.stop()
-        moto.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     text = (f"Per topic {records:,} records of 100 random bytes over {PARTITIONS} partitions, in commits of "
             f"{BATCH:,} records per partition (the keyed topic: a tenth of that, 500 keys). The scan is the "
             f"median of {ctx.repeats} runs; each job runs once.\n\n"

@@ -64,30 +64,30 @@ def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
     assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
 
 
-def test_s3_consume_runs_end_to_end(tmp_path):
-    """A sequential consumer over the S3 latency proxy: every root reports a rate and the GETs it made."""
+def bench_section(tmp_path, name: str, timeout: int) -> str:
+    """Run one benchmark in quick mode into a scratch BENCHMARKS.md; its section's text."""
     out = tmp_path / "BENCHMARKS.md"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "s3_consume", "--quick", "--output", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [sys.executable, "-m", "bench.run", name, "--quick", "--output", str(out), "--workdir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    section = re.search(r"<!-- bench:s3_consume -->(.*?)<!-- /bench:s3_consume -->", out.read_text(), re.S)
+    section = re.search(rf"<!-- bench:{name} -->(.*?)<!-- /bench:{name} -->", out.read_text(), re.S)
     assert section, out.read_text()
+    return section.group(1)
+
+
+def test_s3_consume_runs_end_to_end(tmp_path):
+    """A sequential consumer over the S3 latency proxy: every root reports a rate and the GETs it made."""
+    section = bench_section(tmp_path, "s3_consume", 600)
     for root in ("local", "moto", "s3-express", "s3-standard"):
-        assert re.search(rf"\| {root} \| [\d,]+ \| [\d,]+ \| \d+\.\d \|", section.group(1)), section.group(1)
-    assert re.search(r"\| s3-standard \|.*\| \d+% \| \d+ \|", section.group(1)), "no share or GET count"
+        assert re.search(rf"\| {root} \| [\d,]+ \| [\d,]+ \| \d+\.\d \|", section), section
+    assert re.search(r"\| s3-standard \|.*\| \d+% \| \d+ \|", section), "no share or GET count"
 
 
 def test_s3_jobs_runs_end_to_end(tmp_path):
     """The Spark scan, retention and compaction over the S3 latency proxy, each with its request counts."""
-    out = tmp_path / "BENCHMARKS.md"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "s3_jobs", "--quick", "--output", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    section = re.search(r"<!-- bench:s3_jobs -->(.*?)<!-- /bench:s3_jobs -->", out.read_text(), re.S)
-    assert section, out.read_text()
+    section = bench_section(tmp_path, "s3_jobs", 900)
     for root in ("local", "moto", "s3-express", "s3-standard"):
         for op in ("Spark scan", "retention", "compaction"):
-            assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \|", section.group(1)), (root, op, section.group(1))
-    assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+", section.group(1)), "the proxy counted no GETs"
+            assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \|", section), (root, op, section)
+    assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+", section), "the proxy counted no GETs"

@@ -27,14 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakelog.compaction.tombstone_horizon import TombstoneStamps, runs_for
 from lakelog.reader.segment_reader import read_segment
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.segment_index import Segment, segment_file_name
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.writer.segment_writer import stats_timestamp, write_segment
+from lakelog.writer.segment_writer import stats_timestamp, write_file, write_segment
 
 #: The Spark schema of :func:`rewrite_group`'s result rows.
 ADD_FIELDS_DDL = ("group_id int, path string, size long, modification_time long, stats string, "
@@ -114,17 +113,14 @@ def write_empty_segment(root: StorageRoot, topic: str, group: RewriteGroup):
     from deltalake.transaction import AddAction
 
     rel = segment_file_name(group.partition, group.base_offset, uuid.uuid4().hex)
-    path = root.path_for("topics", topic, rel)
-    if root.is_local:
-        root.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
     empty = FILE_SCHEMA.empty_table().replace_schema_metadata(TombstoneStamps(0).to_metadata())
-    pq.write_table(empty, path, filesystem=root.filesystem, compression="snappy")
+    size = write_file(root, root.path_for("topics", topic, rel), empty, compression="snappy")
     with_ts = [s for s in group.segments if s.records > 0] or list(group.segments)
     lo = min(s.min_timestamp for s in with_ts)
     hi = max(s.max_timestamp for s in with_ts)
     stats = {"numRecords": 0, "minValues": {"timestamp": stats_timestamp(lo, ceil=False)},
              "maxValues": {"timestamp": stats_timestamp(hi, ceil=True)}, "nullCount": {}}
-    return AddAction(path=rel, size=root.filesystem.get_file_info(path).size,
+    return AddAction(path=rel, size=size,
                      partition_values={PARTITION_COLUMN: str(group.partition)},
                      modification_time=int(time.time() * 1000), data_change=False, stats=json.dumps(stats))
 

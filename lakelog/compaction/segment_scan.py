@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.reader.segment_reader import open_segment
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.storage_root import StorageRoot
 
@@ -47,7 +48,7 @@ class ScanTask:
 def scan_file(root: StorageRoot, topic: str, task: ScanTask) -> pa.RecordBatch:
     """The keyed records of one segment within the task's range (vectorised, no per-record Python)."""
     seg = task.segment
-    with root.filesystem.open_input_file(root.path_for("topics", topic, seg.path)) as f:
+    with open_segment(root, topic, seg.path, seg.bytes, whole_ok=False) as f:
         t = pq.ParquetFile(f).read(columns=["offset", "key"])
     offsets = t.column("offset").combine_chunks()
     keys = t.column("key").combine_chunks()

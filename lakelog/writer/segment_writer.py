@@ -25,6 +25,7 @@ from lakelog.storage.storage_root import StorageRoot
 
 ROW_GROUP_SIZE = 256 * 1024
 STATS_COLUMNS = ["offset", "timestamp"]
+SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 
 
 def stats_timestamp(us: int, *, ceil: bool) -> str:
@@ -63,20 +64,8 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
     base = int(table.column("offset")[0].as_py()) if base_offset is None else base_offset
     rel = segment_file_name(partition, base, uuid.uuid4().hex)
     path = root.path_for("topics", topic, rel)
-    options = dict(compression="snappy", use_dictionary=False, write_statistics=STATS_COLUMNS,
-                   row_group_size=ROW_GROUP_SIZE)
-    if root.is_local:
-        root.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        pq.write_table(table, path, filesystem=root.filesystem, **options)
-        size = root.filesystem.get_file_info(path).size
-    else:
-        # One PUT of the whole file: a filesystem stream would make it a multipart upload (two POSTs and a
-        # part PUT) and a HEAD for its size -- four round trips in series at object-store latency.
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, **options)
-        data = sink.getvalue()
-        put_object(root, path, data)
-        size = data.size
+    size = write_file(root, path, table, compression="snappy", use_dictionary=False,
+                      write_statistics=STATS_COLUMNS, row_group_size=ROW_GROUP_SIZE)
     return AddAction(
         path=rel,
         size=size,
@@ -85,6 +74,26 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
         data_change=data_change,
         stats=segment_stats(table),
     )
+
+
+def write_file(root: StorageRoot, path: str, table: pa.Table, **options) -> int:
+    """Write ``table`` as a Parquet file at the root's ``path``; its size in bytes.
+
+    On an object store a file up to :data:`SINGLE_PUT_BYTES` is built in memory and sent with one PUT: a
+    filesystem stream would make it a multipart upload (two POSTs and a part PUT) and a HEAD for its size,
+    four round trips in series. Larger ones (compaction's merged segments) stream as a multipart upload.
+    """
+    fs = root.filesystem
+    if root.is_local or table.nbytes > SINGLE_PUT_BYTES:
+        if root.is_local:
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(table, path, filesystem=fs, **options)
+        return fs.get_file_info(path).size
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **options)
+    data = sink.getvalue()
+    put_object(root, path, data)
+    return data.size
 
 
 def delete_quietly(root: StorageRoot, topic: str, rel_paths: list[str]) -> None:
