@@ -9,7 +9,8 @@ front to back therefore reads every row group once, as a plain scan would.
 
 On an object store the fetcher also reads ahead by segment: after each fetch
 it starts whole-object GETs of the partition's next segments (up to
-:data:`READ_AHEAD_BYTES` of them, in parallel), and a later fetch parses those
+:data:`READ_AHEAD_BYTES` of them, in parallel; :data:`READ_AHEAD_TOTAL_BYTES`
+over all partitions), and a later fetch parses those
 bytes instead of asking the store. A sequential consumer so waits for the
 store's latency about once per :data:`READ_AHEAD_BYTES`, not three round trips
 per segment. A segment compacted away meanwhile shows as a missing object and
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_PARTITION_FETCH_BYTES = 1 << 20  # Kafka's max.partition.fetch.bytes
 _READ_RETRIES = 3  # a segment may be compacted away between the snapshot and the read
 READ_AHEAD_BYTES = 16 << 20  # stored bytes of segments fetched ahead per partition (object stores only)
+READ_AHEAD_TOTAL_BYTES = 50 << 20  # over all partitions, as Kafka's fetch.max.bytes bounds one fetch
 SNAPSHOT_REUSE_S = 1.0  # a fetch below a snapshot's high watermark may plan on it for this long
 
 
@@ -141,9 +143,10 @@ class Fetcher:
         return None
 
     def _read_ahead(self, snap: "TopicSnapshot", tp: TopicPartition, position: int) -> None:
-        """Start whole-object GETs of the segments from ``position`` on, up to :data:`READ_AHEAD_BYTES`."""
+        """Start whole-object GETs of the segments from ``position`` on, up to :data:`READ_AHEAD_BYTES`
+        (less when many partitions read ahead: :data:`READ_AHEAD_TOTAL_BYTES` is shared among them)."""
         ahead = self._ahead.setdefault(tp, {})
-        budget, wanted = READ_AHEAD_BYTES, set()
+        budget, wanted = min(READ_AHEAD_BYTES, READ_AHEAD_TOTAL_BYTES // len(self._ahead)), set()
         hw = snap.high_watermark(tp.partition)
         for seg in snap.index.segments_from(tp.partition, position):
             if budget <= 0 or seg.base_offset >= hw or not self._whole_size(seg):
