@@ -80,8 +80,9 @@ def test_s3_consume_runs_end_to_end(tmp_path):
     """A sequential consumer over the S3 latency proxy: every root reports a rate and the GETs it made."""
     section = bench_section(tmp_path, "s3_consume", 600)
     for root in ("local", "moto", "s3-express", "s3-standard"):
-        assert re.search(rf"\| {root} \| [\d,]+ \| [\d,]+ \| \d+\.\d \|", section), section
-    assert re.search(r"\| s3-standard \|.*\| \d+% \| \d+ \|", section), "no share or GET count"
+        for reader in ("Consumer", "HTTP fetch"):
+            assert re.search(rf"\| {root} \| {reader} \| [\d,]+ \| [\d,]+ \| \d+\.\d \|", section), section
+    assert re.search(r"\| s3-standard \| Consumer \|.*\| \d+% \| \d+ \|", section), "no share or GET count"
 
 
 def test_s3_jobs_runs_end_to_end(tmp_path):
