@@ -14,18 +14,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m lakelog.spark.spark_env  # Spark's Python workers run $(PY), activated venv or not
 	touch $(STAMP)
 
-install: $(STAMP)
+# lakelog's JVM classes, built with javac against the installed pyspark's jars (skipped without javac)
+JAR := lakelog/spark/jars/lakelog-spark.jar
+$(JAR): $(STAMP) $(wildcard lakelog/spark/jvm/src/io/lakelog/spark/*.java)
+	$(PY) -m lakelog.spark.jvm_build
 
-demo: $(STAMP)
+install: $(STAMP) $(JAR)
+
+demo: $(STAMP) $(JAR)
 	$(PY) -m lakelog.demo
 
 # Test files run in parallel, one file per worker at a time (module-scoped servers and Spark sessions stay shared).
 TEST_WORKERS ?= 3
 
-test: $(STAMP)
+test: $(STAMP) $(JAR)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(JAR)
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
