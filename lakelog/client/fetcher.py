@@ -115,10 +115,10 @@ class Fetcher:
         return out, buf.position
 
     def _snapshot(self, tp: TopicPartition, position: int) -> "TopicSnapshot":
-        """The topic's snapshot, reused for up to :data:`SNAPSHOT_REUSE_S` while ``position`` is below its high
-        watermark: a fetch there needs no newer one, and on an object store each look costs round trips.
-        (A segment removed meanwhile is re-planned on a fresh snapshot; see :meth:`_fetch`.)"""
-        cached = self._snapshots.get(tp.topic)
+        """The topic's snapshot; on an object store, where each look costs round trips, reused for up to
+        :data:`SNAPSHOT_REUSE_S` while ``position`` is below its high watermark (a fetch there needs no newer
+        one; a segment removed meanwhile is re-planned on a fresh snapshot, see :meth:`_fetch`)."""
+        cached = None if self.log.root.is_local else self._snapshots.get(tp.topic)
         now = time.monotonic()
         if (cached is not None and now - cached[0] < SNAPSHOT_REUSE_S and tp.partition < cached[1].partition_count
                 and cached[1].log_start_offset(tp.partition) <= position < cached[1].high_watermark(tp.partition)):
