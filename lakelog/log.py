@@ -33,7 +33,7 @@ from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_me
 from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
                                             lso_app)
-from lakelog.writer.accumulator import RecordAccumulator
+from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, RecordAccumulator
 from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
 from lakelog.writer.segment_writer import delete_quietly
@@ -199,7 +199,11 @@ class Log:
         return results  # type: ignore[return-value]
 
     def accumulator(self, **kwargs) -> RecordAccumulator:
-        """A group-commit accumulator over this log (``linger_ms``, ``batch_size``, ``buffer_memory``)."""
+        """A group-commit accumulator over this log (``linger_ms``, ``batch_size``, ``buffer_memory``,
+        ``max_commit_bytes``). On an object store a commit may carry half of ``buffer_memory`` by default:
+        it costs about two round trips whatever its size, so its size, not its count, sets the throughput."""
+        if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
+            kwargs["max_commit_bytes"] = kwargs.get("buffer_memory", DEFAULT_BUFFER_MEMORY) // 2
         return RecordAccumulator(self.append_batches, **kwargs)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:

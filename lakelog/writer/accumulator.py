@@ -4,7 +4,11 @@
 topic's committer in one Delta commit when ``linger.ms`` has passed since the
 oldest pending append or ``batch.size`` bytes are pending -- whichever comes
 first (Kafka's producer accumulator, moved to the writer side).  While a commit
-is in flight new appends keep gathering, so the commit rate adapts to load.
+is in flight new appends keep gathering, so the commit rate adapts to load.  One
+commit takes at most ``max_commit_bytes`` of them (default four ``batch.size``):
+the time a commit spends writing grows with its size locally, while on an object
+store a commit costs about two round trips whatever it carries, so
+:meth:`lakelog.log.Log.accumulator` lets it carry more there.
 
 When ``buffer.memory`` bytes are pending, :meth:`append` fails fast with the
 retriable ``THROTTLING_QUOTA_EXCEEDED`` instead of blocking or dropping data.
@@ -46,11 +50,12 @@ class RecordAccumulator:
     """Per-topic queues of pending appends and their sender threads."""
 
     def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
-                 buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+                 buffer_memory: int = DEFAULT_BUFFER_MEMORY, max_commit_bytes: int | None = None,
                  on_commit: Callable[[str, int, int, float], None] | None = None) -> None:
         self.append_batches = append_batches
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
+        self.max_commit_bytes = max_commit_bytes if max_commit_bytes is not None else 4 * batch_size
         self.buffer_memory = buffer_memory
         self.on_commit = on_commit  # (topic, records, bytes, seconds) after each commit, for metrics
         # One lock; a condition per topic for its sender and one for flush(), so an append wakes only its own
@@ -99,7 +104,7 @@ class RecordAccumulator:
                     age = time.monotonic() - q.items[0][2]
                     if q.bytes >= self.batch_size or age >= self.linger_s or self._closed:
                         taken, taken_bytes = [], 0
-                        while q.items and (not taken or taken_bytes < 4 * self.batch_size):
+                        while q.items and (not taken or taken_bytes < self.max_commit_bytes):
                             item = q.items.popleft()
                             taken.append(item)
                             taken_bytes += item[3]

@@ -1,0 +1,39 @@
+"""Group commits: how much one commit takes (``max_commit_bytes``), locally and on object stores."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lakelog import Log, PartitionBatch
+from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY
+from lakelog.writer.records import normalize_records
+
+
+def test_a_group_commit_takes_at_most_max_commit_bytes(tmp_path):
+    log = Log(str(tmp_path / "root"))
+    log.create_topic("t", 1)
+    commits: list[tuple[int, int]] = []
+    acc = log.accumulator(linger_ms=300, batch_size=10**9, max_commit_bytes=3_000,
+                          on_commit=lambda topic, records, size, seconds: commits.append((records, size)))
+    batch = normalize_records(pa.table({"value": [b"x" * 100] * 10}))  # about 1,000 bytes
+    futures = [acc.append("t", [PartitionBatch(0, batch)]) for _ in range(9)]  # all queue within linger.ms
+    results = [f.result(30) for f in futures]
+    acc.close()
+    assert [r[0].base_offset for r in results] == list(range(0, 90, 10))  # every batch once, in order
+    assert sum(n for n, _ in commits) == 90
+    assert len(commits) >= 3, commits  # 9 batches of ~1 KB cannot go in commits of 3 KB fewer than three
+    per_batch = commits[0][1] // (commits[0][0] // 10)
+    assert all(size <= 3_000 + per_batch for _, size in commits), commits
+
+
+def test_object_store_commits_may_carry_half_the_buffer_local_ones_four_batches(tmp_path, s3_endpoint):
+    from s3_server import BUCKET, s3_options
+
+    local = Log(str(tmp_path / "root")).accumulator()
+    s3 = Log(f"s3://{BUCKET}/acc", storage_options=s3_options(s3_endpoint)).accumulator()
+    try:
+        assert local.max_commit_bytes == 4 * DEFAULT_BATCH_SIZE
+        assert s3.max_commit_bytes == DEFAULT_BUFFER_MEMORY // 2
+    finally:
+        local.close()
+        s3.close()
