@@ -1,0 +1,391 @@
+"""Confluent v3 produce records: concatenated JSON records in, lakelog's input table out, delivery reports back.
+
+A v3 produce body is one or more JSON objects, concatenated (whitespace between them
+is allowed)::
+
+    {"partition_id": 1, "headers": [{"name": "h", "value": "aGk="}],
+     "key": {"type": "BINARY", "data": "Zm9vYmFy"}, "value": {"type": "JSON", "data": {"foo": "bar"}},
+     "timestamp": "2021-02-05T19:14:42Z"}
+
+``type`` is ``BINARY`` (base64 ``data``), ``STRING`` or ``JSON`` (``data`` is any JSON
+value; the record holds its compact JSON text).  Schema-registry types (``AVRO``,
+``PROTOBUF``, ``JSONSCHEMA``, or ``subject``/``schema_id``... fields) are refused: lakelog
+has no schema registry.  A record without ``timestamp`` is stamped with the time the
+request arrived, as a Kafka producer stamps CreateTime at send.
+
+Every record is judged on its own, as Confluent's proxy does: a record that is malformed
+gets its own error report, and the others are produced.  Decoding is one msgspec pass over
+the whole body when the body splits cleanly (:func:`decode_body`), else per object
+(:class:`ObjectScanner`), which is also how a streamed body is read as it arrives.
+
+Pure CPU; no I/O.  Thread-safe (no shared state).
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Annotated, Any, Union
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import KafkaError, MessageTooLarge
+from lakelog.storage.record_schema import HEADER_TYPE
+from lakelog.writer.records import normalize_records
+
+from api.schemas import INT32_MAX
+from api.v3.errors import BadRequest, error_body
+
+TYPES = ("BINARY", "JSON", "STRING")
+_SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
+
+
+class DataIn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A key or value: its ``type`` and its ``data`` (absent or null: a null key/value)."""
+
+    type: Union[str, None] = None
+    data: Any = None
+
+
+class HeaderIn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A header: ``name`` text, ``value`` base64 (or null)."""
+
+    name: str
+    value: Union[str, None] = None
+
+
+class RecordIn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One record of a v3 produce request (Confluent's ``ProduceRequest``)."""
+
+    partition_id: Union[Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)], None] = None
+    headers: Union[list[HeaderIn], None] = None
+    key: Union[DataIn, None] = None
+    value: Union[DataIn, None] = None
+    timestamp: Union[datetime, None] = None
+
+
+_ONE = msgspec.json.Decoder(RecordIn)
+_MANY = msgspec.json.Decoder(list[RecordIn])
+_UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+_BOUNDARY = re.compile(rb"}\s*{")
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return "the record is not UTF-8"
+    if isinstance(e, RecursionError):
+        return "the record nests too deeply"
+    text = str(e)
+    if "unknown field" in text and any(f in text for f in ("subject", "schema")):
+        text += " (lakelog has no schema registry: use the types BINARY, JSON or STRING)"
+    return text
+
+
+def decode_one(raw: bytes) -> RecordIn | KafkaError:
+    """One record's JSON object, or the 400 error saying what is wrong with it."""
+    try:
+        return _ONE.decode(raw)
+    except _UNDECODABLE as e:
+        return BadRequest(f"malformed record: {_describe(e)}")
+
+
+def decode_body(body: bytes) -> list[RecordIn | KafkaError] | None:
+    """All records of a whole body, or None when one of them is malformed or the body does not split
+    cleanly (then read it per object with :class:`ObjectScanner`, to give each record its own answer).
+
+    One msgspec pass: ``}{`` boundaries become commas of a JSON array.  A boundary inside a string or a
+    nested value would change the element count, so the count is checked against the boundaries.
+    """
+    joined, boundaries = _BOUNDARY.subn(b"},{", body)
+    try:
+        records = _MANY.decode(b"[" + joined + b"]")
+    except _UNDECODABLE:
+        return None
+    return records if len(records) == boundaries + 1 else None
+
+
+class ObjectScanner:
+    """Finds complete top-level JSON objects in a growing buffer (a streamed body): ``feed`` bytes, take
+    ``objects()``.  A byte outside an object that is not whitespace ends the stream (``error``)."""
+
+    _TOKEN = re.compile(rb'[][{}"]')
+    _STRING_END = re.compile(rb'(?:[^"\\]|\\.)*"', re.S)
+    _SPACE = re.compile(rb"\s*")
+
+    def __init__(self, max_object_bytes: int) -> None:
+        self.buffer = bytearray()
+        self.max_object_bytes = max_object_bytes
+        self.error: KafkaError | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+
+    def objects(self) -> list[bytes]:
+        """The complete objects now in the buffer, removed from it, in order."""
+        out: list[bytes] = []
+        buf = bytes(self.buffer)
+        pos = self._SPACE.match(buf).end()
+        while pos < len(buf) and self.error is None:
+            if buf[pos] != 0x7B:  # "{"
+                self.error = BadRequest(f"malformed request: expected a JSON object at byte {pos} of the stream")
+                break
+            end = self._object_end(buf, pos)
+            if end is None:
+                if len(buf) - pos > self.max_object_bytes:
+                    self.error = MessageTooLarge(f"a record of the stream is larger than the front's limit of "
+                                                 f"{self.max_object_bytes} bytes (max_request_bytes)")
+                break
+            out.append(buf[pos:end])
+            pos = self._SPACE.match(buf, end).end()
+        del self.buffer[:pos]
+        return out
+
+    def _object_end(self, buf: bytes, start: int) -> int | None:
+        depth = 0
+        pos = start
+        while True:
+            m = self._TOKEN.search(buf, pos)
+            if m is None:
+                return None
+            c = buf[m.start()]
+            if c == 0x22:  # a string: skip to its closing quote, or wait for more bytes
+                s = self._STRING_END.match(buf, m.end())
+                if s is None:
+                    return None
+                pos = s.end()
+                continue
+            depth += 1 if c in (0x7B, 0x5B) else -1
+            pos = m.end()
+            if depth == 0:
+                return pos
+
+
+def _bytes_of(d: DataIn | None, what: str) -> bytes | None:
+    if d is None or d.data is None:
+        if d is not None and d.type is not None and d.type not in TYPES:
+            raise BadRequest(_type_complaint(d.type, what))
+        return None
+    t = d.type
+    if t == "STRING":
+        if not isinstance(d.data, str):
+            raise BadRequest(f"{what}: data of type STRING must be a JSON string")
+        return _utf8(d.data, what)
+    if t == "BINARY":
+        if not isinstance(d.data, str):
+            raise BadRequest(f"{what}: data={msgspec.json.encode(d.data).decode()[:40]} is not a base64 string")
+        try:
+            return binascii.a2b_base64(d.data, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(f"{what}: data is not a base64 string") from None
+    if t == "JSON":
+        return msgspec.json.encode(d.data)
+    raise BadRequest(_type_complaint(t, what))
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(f"{what}: data holds a lone surrogate, which is not text") from None
+
+
+def _type_complaint(t: str | None, what: str) -> str:
+    if t is None or t in _SCHEMA_TYPES:
+        return (f"{what}: type {t or '(none)'} needs a schema registry, which lakelog does not have; "
+                f"use BINARY, JSON or STRING")
+    return f"{what}: unknown type {t!r}; use BINARY, JSON or STRING"
+
+
+@dataclass
+class Converted:
+    """Records ready to produce: ``table`` (lakelog's input schema) holds the good ones, ``rows`` their
+    positions in the request; ``errors`` answers the others by position."""
+
+    count: int
+    table: pa.Table | None = None
+    rows: list[int] = field(default_factory=list)
+    explicit: list | None = None
+    key_types: list | None = None
+    value_types: list | None = None
+    errors: dict[int, KafkaError] = field(default_factory=dict)
+
+
+def convert(records: list[RecordIn | KafkaError], now_ms: int) -> Converted:
+    """Turn decoded records into lakelog's input table; a record that cannot be converted gets an error."""
+    out = Converted(len(records))
+    fast = _convert_uniform(records, now_ms)
+    if fast is not None:
+        return fast
+    keys, values, headers, stamps, parts, ktypes, vtypes = [], [], [], [], [], [], []
+    for i, r in enumerate(records):
+        if isinstance(r, KafkaError):
+            out.errors[i] = r
+            continue
+        try:
+            k = _bytes_of(r.key, "key")
+            v = _bytes_of(r.value, "value")
+            hs = None
+            if r.headers:
+                hs = []
+                for h in r.headers:
+                    hv = None
+                    if h.value is not None:
+                        try:
+                            hv = binascii.a2b_base64(h.value, strict_mode=True)
+                        except (binascii.Error, ValueError):
+                            raise BadRequest(f"header {h.name!r}: value is not a base64 string") from None
+                    hs.append({"key": h.name, "value": hv})
+            ts = now_ms if r.timestamp is None else _epoch_ms(r.timestamp)
+        except KafkaError as e:
+            out.errors[i] = e
+            continue
+        out.rows.append(i)
+        keys.append(k)
+        values.append(v)
+        headers.append(hs)
+        stamps.append(ts)
+        parts.append(r.partition_id)
+        ktypes.append(None if r.key is None else r.key.type)
+        vtypes.append(None if r.value is None else r.value.type)
+    if out.rows:
+        cols = {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+                "timestamp": pa.array(stamps, pa.int64())}
+        if any(h is not None for h in headers):
+            cols["headers"] = pa.array(headers, HEADER_TYPE)
+        try:
+            out.table = normalize_records(pa.table(cols))
+        except KafkaError as e:  # a timestamp out of range: judge each record alone
+            return _convert_each(records, now_ms)
+        out.explicit = parts if any(p is not None for p in parts) else None
+        out.key_types, out.value_types = ktypes, vtypes
+    return out
+
+
+def _convert_each(records: list[RecordIn | KafkaError], now_ms: int) -> Converted:
+    out = Converted(len(records))
+    tables, parts, ktypes, vtypes = [], [], [], []
+    for i, r in enumerate(records):
+        one = convert([r], now_ms) if not isinstance(r, KafkaError) else None
+        if one is None or one.table is None or one.errors:
+            err = r if isinstance(r, KafkaError) else None
+            if err is None and one is not None and one.errors:
+                err = one.errors[0]
+            if err is None:
+                err = BadRequest("record rejected")
+            out.errors[i] = err
+            continue
+        out.rows.append(i)
+        tables.append(one.table)
+        parts.append(None if one.explicit is None else one.explicit[0])
+        ktypes += one.key_types
+        vtypes += one.value_types
+    if tables:
+        out.table = pa.concat_tables(tables)
+        out.explicit = parts if any(p is not None for p in parts) else None
+        out.key_types, out.value_types = ktypes, vtypes
+    return out
+
+
+def _epoch_ms(ts: datetime) -> int:
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    delta = ts - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ABSENT = object()
+
+
+def _convert_uniform(records: list, now_ms: int) -> Converted | None:
+    """The common request, column at a time: every record has no headers, partition or timestamp, no key or
+    keys of one type, and values of one type, BINARY aside (base64 is decoded per record).  None otherwise."""
+    for r in records:
+        if isinstance(r, KafkaError) or r.headers is not None or r.partition_id is not None \
+                or r.timestamp is not None:
+            return None
+    n = len(records)
+    cols = {}
+    types = {}
+    for name in ("key", "value"):
+        items = [getattr(r, name) for r in records]
+        kinds = {_ABSENT if d is None else d.type for d in items}
+        if len(kinds) != 1:
+            return None
+        kind = next(iter(kinds))
+        if kind is _ABSENT:
+            cols[name] = pa.nulls(n, pa.binary())
+            types[name] = None
+        elif kind == "STRING":
+            try:
+                cols[name] = pa.array([d.data for d in items], pa.string()).view(pa.binary())
+            except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+                return None
+            types[name] = [kind] * n
+        else:
+            return None
+    cols["timestamp"] = pa.array(np.full(n, now_ms, dtype=np.int64))
+    out = Converted(n, normalize_records(pa.table(cols)), list(range(n)))
+    out.key_types, out.value_types = types["key"], types["value"]
+    return out
+
+
+# -- delivery reports ------------------------------------------------------------------------------
+def _data_json(types: list | None, sizes: pa.Array) -> pa.Array | str:
+    """Per record ``{"type":"STRING","size":N}``, or ``null`` for an absent key/value."""
+    if types is None:
+        return "null"
+    size_text = pc.cast(pc.fill_null(sizes, 0), pa.string())
+    present = pa.array([t is not None for t in types])
+    kinds = {t for t in types}
+    type_text: pa.Array | str = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else \
+        pa.array([t or "" for t in types], pa.string())
+    text = pc.binary_join_element_wise('{"type":"', type_text, '","size":', size_text, "}", "")
+    return text if all(t is not None for t in types) else pc.if_else(present, text, "null")
+
+
+SEPARATOR = b"\r\n"  # after each report, as Confluent's proxy separates its chunks
+
+
+def _joined(text: pa.Array) -> bytes:
+    """The strings of an array without nulls, back to back: its data buffer between the first and last offset."""
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset:text.offset + len(text) + 1]
+    return text.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+
+
+def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.ndarray, offsets: np.ndarray,
+            stamps_ms: np.ndarray, failures: dict[int, KafkaError]) -> bytes:
+    """One delivery report per record of the request, in order, each followed by CRLF: Confluent's
+    ``ProduceResponse`` with ``error_code`` 200, or the record's error (its code and message).  ``partitions``,
+    ``offsets`` and ``stamps_ms`` are per good row (``converted.rows``); ``failures`` maps a good row's index
+    to the error its batch met in the commit."""
+    n = converted.count
+    out: list[bytes | None] = [None] * n
+    table = converted.table
+    if table is not None and len(converted.rows):
+        prefix = '{"error_code":200,"cluster_id":' + msgspec.json.encode(cluster_id).decode() + \
+                 ',"topic_name":' + msgspec.json.encode(topic).decode() + ',"partition_id":'
+        ts = pc.strftime(pa.array(stamps_ms, pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+        ts = pc.replace_substring(ts, ".000Z", "Z")  # Java's Instant.toString: no fraction for whole seconds
+        text = pc.binary_join_element_wise(
+            prefix, pc.cast(pa.array(partitions), pa.string()), ',"offset":', pc.cast(pa.array(offsets), pa.string()),
+            ',"timestamp":"', ts, '","key":', _data_json(converted.key_types, pc.binary_length(table.column("key"))),
+            ',"value":', _data_json(converted.value_types, pc.binary_length(table.column("value"))), "}\r\n", "")
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        if not failures and not converted.errors:
+            return _joined(text)
+        good = [t[:-2] for t in text.to_pylist()]
+        for j, i in enumerate(converted.rows):
+            if j not in failures:
+                out[i] = good[j].encode()
+    for j, e in failures.items():
+        out[converted.rows[j]] = msgspec.json.encode(error_body(e))
+    for i, e in converted.errors.items():
+        out[i] = msgspec.json.encode(error_body(e))
+    return b"".join(r + SEPARATOR for r in out)  # type: ignore[operator]
