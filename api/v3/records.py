@@ -34,9 +34,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import KafkaError, MessageTooLarge
+from lakelog.errors import InvalidTimestamp, KafkaError, MessageTooLarge
 from lakelog.storage.record_schema import HEADER_TYPE
-from lakelog.writer.records import normalize_records
+from lakelog.writer.records import MAX_TIMESTAMP_MS, normalize_records
 
 from api.schemas import INT32_MAX
 from api.v3.errors import BadRequest, error_body
@@ -241,6 +241,9 @@ def convert(records: list[RecordIn | KafkaError], now_ms: int) -> Converted:
                             raise BadRequest(f"header {h.name!r}: value is not a base64 string") from None
                     hs.append({"key": h.name, "value": hv})
             ts = now_ms if r.timestamp is None else _epoch_ms(r.timestamp)
+            if not 0 <= ts <= MAX_TIMESTAMP_MS:
+                raise InvalidTimestamp(f"timestamp {r.timestamp.isoformat()} is outside [1970-01-01T00:00:00Z, "
+                                       f"9999-12-31T23:59:59.999Z]")
         except KafkaError as e:
             out.errors[i] = e
             continue
@@ -259,7 +262,9 @@ def convert(records: list[RecordIn | KafkaError], now_ms: int) -> Converted:
             cols["headers"] = pa.array(headers, HEADER_TYPE)
         try:
             out.table = normalize_records(pa.table(cols))
-        except KafkaError as e:  # a timestamp out of range: judge each record alone
+        except KafkaError as e:  # not expected (each field was checked): judge each record alone
+            if len(records) == 1:
+                return Converted(1, errors={0: e})
             return _convert_each(records, now_ms)
         out.explicit = parts if any(p is not None for p in parts) else None
         out.key_types, out.value_types = ktypes, vtypes

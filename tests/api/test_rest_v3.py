@@ -212,13 +212,14 @@ def test_per_record_errors_and_whole_request_refusals(http, cid):
     bad = [{"value": {"type": "BINARY", "data": "not base64!"}, "partition_id": 0},
            {"value": {"type": "AVRO", "data": "x"}},
            {"value": {"type": "STRING", "data": "p"}, "partition_id": 9},
-           {"value": {"type": "STRING", "data": "x"}, "surprise": True}]
+           {"value": {"type": "STRING", "data": "x"}, "surprise": True},
+           {"value": {"type": "STRING", "data": "old"}, "timestamp": "0001-01-01T00:00:00Z"}]
     body = b"".join(json.dumps(x).encode() for x in [good, *bad, good])
     r = http.post(f"/v3/clusters/{cid}/topics/{topic}/records", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 200
     got = reports(r.text)
-    assert [g["error_code"] for g in got] == [200, 400, 400, 40403, 400, 200]
-    assert [got[0]["offset"], got[5]["offset"]] == [0, 1]
+    assert [g["error_code"] for g in got] == [200, 400, 400, 40403, 400, 40002, 200]
+    assert [got[0]["offset"], got[6]["offset"]] == [0, 1]
     assert "schema registry" in got[2]["message"]
     assert high_watermarks(http, topic) == [2, 0]
     # a single-record request that fails answers with its error's status (no report list)
