@@ -42,8 +42,8 @@ def _keep(c: Converted, bad: dict[int, KafkaError]) -> Converted:
     if keep:
         out.table = c.table.filter(mask)
         out.explicit = None if c.explicit is None else [c.explicit[j] for j in keep]
-        out.key_types = None if c.key_types is None else [c.key_types[j] for j in keep]
-        out.value_types = None if c.value_types is None else [c.value_types[j] for j in keep]
+        out.key_types = c.key_types if not isinstance(c.key_types, list) else [c.key_types[j] for j in keep]
+        out.value_types = c.value_types if not isinstance(c.value_types, list) else [c.value_types[j] for j in keep]
     return out
 
 
@@ -74,10 +74,11 @@ def _check(c: Converted, topic: str, snap: "TopicSnapshot") -> Converted:
 
 
 async def produce(service: "ProduceService", cluster_id: str, topic: str,
-                  records: list[RecordIn | KafkaError]) -> tuple[bytes, KafkaError | None]:
-    """Produce ``records`` and wait for the commit; returns the reports (CRLF after each) and, when the call
-    held one record and it failed, that record's error (a single-record request answers with its status)."""
-    converted = convert(records, int(time.time() * 1000))
+                  records: list[RecordIn | KafkaError] | Converted) -> tuple[bytes, KafkaError | None]:
+    """Produce ``records`` (decoded, or already converted) and wait for the commit; returns the reports (CRLF
+    after each) and, when the call held one record and it failed, that record's error (a single-record request
+    answers with its status)."""
+    converted = records if isinstance(records, Converted) else convert(records, int(time.time() * 1000))
     if converted.table is not None:
         snap = service.metadata.peek(topic) or await run_in_threadpool(service.metadata.get, topic)
         if converted.explicit is not None and max((p or 0) for p in converted.explicit) >= snap.partition_count:

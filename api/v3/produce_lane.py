@@ -6,7 +6,8 @@ the request is authenticated, authorized (Write on the topic), and its cluster, 
 Content-Type are checked: a failure there is an ordinary error response (Confluent's body and
 status).  Then:
 
-* a body with a ``Content-Length`` is read whole and its records are produced together;
+* a body with a ``Content-Length`` is read whole and its records are produced together (parsed on the
+  event loop up to ``api.produce_lane.INLINE_PARSE_BYTES``, in the thread pool above, as ``/v1`` does);
   the answer is 200 with one delivery report per record, each followed by CRLF -- except that
   a request of a single record that failed is answered with that error's status and body;
 * a chunked body is Confluent's streaming mode: records are produced as they arrive, each
@@ -19,6 +20,9 @@ status).  Then:
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -31,7 +35,9 @@ from api.auth import TOPIC
 from api.errors import error_response, unexpected_error
 from api.v3.errors import BadRequest, ClusterNotFound, EmptyBody, UnsupportedMediaType, error_body
 from api.v3.produce import produce
-from api.v3.records import SEPARATOR, ObjectScanner, decode_body, decode_one
+from api.produce_lane import INLINE_PARSE_BYTES
+from api.services.produce import JSON
+from api.v3.records import SEPARATOR, Converted, ObjectScanner, convert, decode_body, decode_one, decode_strings
 
 if TYPE_CHECKING:
     from starlette.datastructures import State
@@ -113,20 +119,13 @@ class V3ProduceLane:
         body = b"".join(chunks)
         if not body.strip():
             raise EmptyBody("Payload error. Request body is empty. Data is required.")
-        records = decode_body(body)
-        trailing = None
-        if records is None:
-            scanner = ObjectScanner(len(body))
-            scanner.feed(body)
-            records = [decode_one(o) for o in scanner.objects()]
-            trailing = scanner.error
-            if trailing is None and scanner.buffer.strip():
-                trailing = _truncated()
-        payload, single_error = await produce(self.state.produce, cluster_id, topic, records) if records \
-            else (b"", None)
+        parse = _parse if len(body) <= INLINE_PARSE_BYTES[JSON] else functools.partial(run_in_threadpool, _parse)
+        converted, trailing = await _maybe_await(parse(body))
+        payload, single_error = await produce(self.state.produce, cluster_id, topic, converted) \
+            if converted is not None else (b"", None)
         if trailing is not None:
             payload += msgspec.json.encode(error_body(trailing)) + SEPARATOR
-            if not records:
+            if converted is None:
                 single_error = trailing
         if single_error is not None:
             await self._refuse(single_error)(scope, receive, send)
@@ -192,6 +191,28 @@ class V3ProduceLane:
     def _refuse(self, error: E.KafkaError):
         self.state.metrics.count_error(error)
         return error_response(error, self.state.settings.retry_after_s, v3=True)
+
+
+def _parse(body: bytes) -> tuple[Converted | None, E.KafkaError | None]:
+    """A whole body's records, converted (None if it holds none), and the error of a malformed tail, if any."""
+    now_ms = int(time.time() * 1000)
+    converted = decode_strings(body, now_ms)
+    if converted is not None:
+        return converted, None
+    records = decode_body(body)
+    trailing = None
+    if records is None:
+        scanner = ObjectScanner(len(body))
+        scanner.feed(body)
+        records = [decode_one(o) for o in scanner.objects()]
+        trailing = scanner.error
+        if trailing is None and scanner.buffer.strip():
+            trailing = _truncated()
+    return (convert(records, now_ms) if records else None), trailing
+
+
+async def _maybe_await(value):
+    return await value if inspect.isawaitable(value) else value
 
 
 def _truncated() -> E.KafkaError:

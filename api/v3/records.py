@@ -27,7 +27,7 @@ import binascii
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import numpy as np
@@ -69,10 +69,21 @@ class RecordIn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     timestamp: Union[datetime, None] = None
 
 
+class _StringData(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    type: Literal["STRING"]
+    data: Union[str, None] = None
+
+
+class _StringRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common record, decoded without a per-record pass in Python: a STRING value, a STRING key or none."""
+
+    value: _StringData
+    key: Union[_StringData, None] = None
+
+
 _ONE = msgspec.json.Decoder(RecordIn)
-_MANY = msgspec.json.Decoder(list[RecordIn])
+_STRINGS = msgspec.json.Decoder(_StringRecord)
 _UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-_BOUNDARY = re.compile(rb"}\s*{")
 
 
 def _describe(e: Exception) -> str:
@@ -95,18 +106,44 @@ def decode_one(raw: bytes) -> RecordIn | KafkaError:
 
 
 def decode_body(body: bytes) -> list[RecordIn | KafkaError] | None:
-    """All records of a whole body, or None when one of them is malformed or the body does not split
-    cleanly (then read it per object with :class:`ObjectScanner`, to give each record its own answer).
+    """All records of a whole body, or None when one of them is malformed (then read it per object with
+    :class:`ObjectScanner`, to give each record its own answer).
 
-    One msgspec pass: ``}{`` boundaries become commas of a JSON array.  A boundary inside a string or a
-    nested value would change the element count, so the count is checked against the boundaries.
+    One msgspec pass: ``decode_lines`` reads a sequence of JSON values separated by optional whitespace,
+    which is exactly concatenated JSON.
     """
-    joined, boundaries = _BOUNDARY.subn(b"},{", body)
     try:
-        records = _MANY.decode(b"[" + joined + b"]")
+        return _ONE.decode_lines(body)
     except _UNDECODABLE:
         return None
-    return records if len(records) == boundaries + 1 else None
+
+
+def decode_strings(body: bytes, now_ms: int) -> "Converted | None":
+    """The records of a body whose every record is a STRING value with a STRING key or none, and nothing else,
+    converted column at a time; None for any other body (then :func:`decode_body`)."""
+    try:
+        records = _STRINGS.decode_lines(body)
+    except _UNDECODABLE:
+        return None
+    n = len(records)
+    if n == 0:
+        return None
+    try:
+        values = pa.array([r.value.data for r in records], pa.string()).view(pa.binary())
+        if b'"key"' in body:
+            keys = [r.key for r in records]
+            key_types = "STRING" if all(k is not None for k in keys) else ["STRING" if k is not None else None
+                                                                          for k in keys]
+            key_col = pa.array([None if k is None else k.data for k in keys], pa.string()).view(pa.binary())
+        else:
+            key_types, key_col = None, pa.nulls(n, pa.binary())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):  # a lone surrogate: judge per record
+        return None
+    table = normalize_records(pa.table({"key": key_col, "value": values,
+                                        "timestamp": pa.array(np.full(n, now_ms, dtype=np.int64))}))
+    out = Converted(n, table, list(range(n)))
+    out.key_types, out.value_types = key_types, "STRING"
+    return out
 
 
 class ObjectScanner:
@@ -210,8 +247,8 @@ class Converted:
     table: pa.Table | None = None
     rows: list[int] = field(default_factory=list)
     explicit: list | None = None
-    key_types: list | None = None
-    value_types: list | None = None
+    key_types: list | str | None = None  # one type for all records, None for none, or one per record
+    value_types: list | str | None = None
     errors: dict[int, KafkaError] = field(default_factory=dict)
 
 
@@ -287,13 +324,17 @@ def _convert_each(records: list[RecordIn | KafkaError], now_ms: int) -> Converte
         out.rows.append(i)
         tables.append(one.table)
         parts.append(None if one.explicit is None else one.explicit[0])
-        ktypes += one.key_types
-        vtypes += one.value_types
+        ktypes += _per_record(one.key_types, 1)
+        vtypes += _per_record(one.value_types, 1)
     if tables:
         out.table = pa.concat_tables(tables)
         out.explicit = parts if any(p is not None for p in parts) else None
         out.key_types, out.value_types = ktypes, vtypes
     return out
+
+
+def _per_record(types: list | str | None, n: int) -> list:
+    return types if isinstance(types, list) else [types] * n
 
 
 def _epoch_ms(ts: datetime) -> int:
@@ -331,7 +372,7 @@ def _convert_uniform(records: list, now_ms: int) -> Converted | None:
                 cols[name] = pa.array([d.data for d in items], pa.string()).view(pa.binary())
             except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
                 return None
-            types[name] = [kind] * n
+            types[name] = kind
         else:
             return None
     cols["timestamp"] = pa.array(np.full(n, now_ms, dtype=np.int64))
@@ -341,11 +382,14 @@ def _convert_uniform(records: list, now_ms: int) -> Converted | None:
 
 
 # -- delivery reports ------------------------------------------------------------------------------
-def _data_json(types: list | None, sizes: pa.Array) -> pa.Array | str:
-    """Per record ``{"type":"STRING","size":N}``, or ``null`` for an absent key/value."""
+def _data_json(types: list | str | None, sizes: pa.Array) -> pa.Array | str:
+    """Per record ``{"type":"STRING","size":N}``, or ``null`` for an absent key/value; ``types`` is one type
+    for every record, None for none, or a list (None where a record has no key/value)."""
     if types is None:
         return "null"
     size_text = pc.cast(pc.fill_null(sizes, 0), pa.string())
+    if isinstance(types, str):
+        return pc.binary_join_element_wise('{"type":"' + types + '","size":', size_text, "}", "")
     present = pa.array([t is not None for t in types])
     kinds = {t for t in types}
     type_text: pa.Array | str = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else \
@@ -363,6 +407,15 @@ def _joined(text: pa.Array) -> bytes:
     return text.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
 
 
+def _iso_times(stamps_ms: np.ndarray) -> pa.Array | str:
+    """ISO-8601 UTC text per timestamp, as Java's ``Instant.toString`` (no fraction for whole seconds); formatted
+    once per distinct value (a request's records usually share their timestamp)."""
+    unique, inverse = np.unique(stamps_ms, return_inverse=True)
+    text = pc.strftime(pa.array(unique, pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+    text = pc.replace_substring(text, ".000Z", "Z")
+    return text[0].as_py() if len(unique) == 1 else text.take(pa.array(inverse))
+
+
 def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.ndarray, offsets: np.ndarray,
             stamps_ms: np.ndarray, failures: dict[int, KafkaError]) -> bytes:
     """One delivery report per record of the request, in order, each followed by CRLF: Confluent's
@@ -375,8 +428,7 @@ def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.nd
     if table is not None and len(converted.rows):
         prefix = '{"error_code":200,"cluster_id":' + msgspec.json.encode(cluster_id).decode() + \
                  ',"topic_name":' + msgspec.json.encode(topic).decode() + ',"partition_id":'
-        ts = pc.strftime(pa.array(stamps_ms, pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
-        ts = pc.replace_substring(ts, ".000Z", "Z")  # Java's Instant.toString: no fraction for whole seconds
+        ts = _iso_times(stamps_ms)
         text = pc.binary_join_element_wise(
             prefix, pc.cast(pa.array(partitions), pa.string()), ',"offset":', pc.cast(pa.array(offsets), pa.string()),
             ',"timestamp":"', ts, '","key":', _data_json(converted.key_types, pc.binary_length(table.column("key"))),
