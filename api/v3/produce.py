@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from lakelog.errors import KafkaError, UnknownTopicOrPartition
 from lakelog.writer.records import validate_records
 
-from api.v3.records import Converted, RecordIn, convert, reports
+from api.v3.records import Converted, RecordIn, convert, reports, run_reports
 
 if TYPE_CHECKING:
     from lakelog.storage.topic_snapshot import TopicSnapshot
@@ -89,6 +89,12 @@ async def produce(service: "ProduceService", cluster_id: str, topic: str,
     if converted.table is not None and converted.rows:
         batches, parts = service.split(topic, converted.table, converted.explicit, snap.partition_count)
         results = await asyncio.wrap_future(service.accumulator.append(topic, batches))
+        r = results[0]
+        if parts is None and not isinstance(r, KafkaError) and converted.stamp_ms is not None:
+            body = run_reports(cluster_id, topic, converted, r.partition, r.base_offset,
+                               r.log_append_time if r.log_append_time >= 0 else converted.stamp_ms)
+            if body is not None:
+                return body, None
         n = len(converted.rows)
         partitions = np.full(n, batches[0].partition, np.int64) if parts is None else \
             parts.to_numpy(zero_copy_only=False).astype(np.int64)

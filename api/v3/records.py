@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidTimestamp, KafkaError, MessageTooLarge
-from lakelog.storage.record_schema import HEADER_TYPE
-from lakelog.writer.records import MAX_TIMESTAMP_MS, normalize_records
+from lakelog.storage.record_schema import HEADER_TYPE, TIMESTAMP_TYPE
+from lakelog.writer.records import INPUT_SCHEMA, MAX_TIMESTAMP_MS, normalize_records
 
 from api.schemas import INT32_MAX
 from api.v3.errors import BadRequest, error_body
@@ -130,19 +130,18 @@ def decode_strings(body: bytes, now_ms: int) -> "Converted | None":
         return None
     try:
         values = pa.array([r.value.data for r in records], pa.string()).view(pa.binary())
-        if b'"key"' in body:
-            keys = [r.key for r in records]
-            key_types = "STRING" if all(k is not None for k in keys) else ["STRING" if k is not None else None
-                                                                          for k in keys]
+        keys = [r.key for r in records]
+        if any(keys):
+            key_types = "STRING" if all(keys) else ["STRING" if k is not None else None for k in keys]
             key_col = pa.array([None if k is None else k.data for k in keys], pa.string()).view(pa.binary())
         else:
             key_types, key_col = None, pa.nulls(n, pa.binary())
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):  # a lone surrogate: judge per record
         return None
-    table = normalize_records(pa.table({"key": key_col, "value": values,
-                                        "timestamp": pa.array(np.full(n, now_ms, dtype=np.int64))}))
+    stamps = pa.array(np.full(n, now_ms * 1000, dtype=np.int64)).view(TIMESTAMP_TYPE)  # now_ms is in range
+    table = pa.table([key_col, values, pa.nulls(n, HEADER_TYPE), stamps], schema=INPUT_SCHEMA)
     out = Converted(n, table, list(range(n)))
-    out.key_types, out.value_types = key_types, "STRING"
+    out.key_types, out.value_types, out.stamp_ms = key_types, "STRING", now_ms
     return out
 
 
@@ -249,6 +248,7 @@ class Converted:
     explicit: list | None = None
     key_types: list | str | None = None  # one type for all records, None for none, or one per record
     value_types: list | str | None = None
+    stamp_ms: int | None = None  # the CreateTime every record has, when they share one
     errors: dict[int, KafkaError] = field(default_factory=dict)
 
 
@@ -377,43 +377,56 @@ def _convert_uniform(records: list, now_ms: int) -> Converted | None:
             return None
     cols["timestamp"] = pa.array(np.full(n, now_ms, dtype=np.int64))
     out = Converted(n, normalize_records(pa.table(cols)), list(range(n)))
-    out.key_types, out.value_types = types["key"], types["value"]
+    out.key_types, out.value_types, out.stamp_ms = types["key"], types["value"], now_ms
     return out
 
 
 # -- delivery reports ------------------------------------------------------------------------------
-def _data_json(types: list | str | None, sizes: pa.Array) -> pa.Array | str:
-    """Per record ``{"type":"STRING","size":N}``, or ``null`` for an absent key/value; ``types`` is one type
-    for every record, None for none, or a list (None where a record has no key/value)."""
-    if types is None:
-        return "null"
-    size_text = pc.cast(pc.fill_null(sizes, 0), pa.string())
-    if isinstance(types, str):
-        return pc.binary_join_element_wise('{"type":"' + types + '","size":', size_text, "}", "")
-    present = pa.array([t is not None for t in types])
-    kinds = {t for t in types}
-    type_text: pa.Array | str = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else \
-        pa.array([t or "" for t in types], pa.string())
-    text = pc.binary_join_element_wise('{"type":"', type_text, '","size":', size_text, "}", "")
-    return text if all(t is not None for t in types) else pc.if_else(present, text, "null")
-
-
 SEPARATOR = b"\r\n"  # after each report, as Confluent's proxy separates its chunks
 
 
-def _joined(text: pa.Array) -> bytes:
-    """The strings of an array without nulls, back to back: its data buffer between the first and last offset."""
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset:text.offset + len(text) + 1]
-    return text.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+def _iso_time(ms: int) -> bytes:
+    """ISO-8601 UTC text, as Java's ``Instant.toString`` writes it (no fraction for whole seconds)."""
+    text = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return (text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")).encode()
 
 
-def _iso_times(stamps_ms: np.ndarray) -> pa.Array | str:
-    """ISO-8601 UTC text per timestamp, as Java's ``Instant.toString`` (no fraction for whole seconds); formatted
-    once per distinct value (a request's records usually share their timestamp)."""
-    unique, inverse = np.unique(stamps_ms, return_inverse=True)
-    text = pc.strftime(pa.array(unique, pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
-    text = pc.replace_substring(text, ".000Z", "Z")
-    return text[0].as_py() if len(unique) == 1 else text.take(pa.array(inverse))
+def _data_column(types: list | str | None, sizes: list) -> tuple[bytes, list | None]:
+    """The report's key or value part: a constant (``null``, or a format with one ``%d`` for the size, whose
+    arguments are ``sizes``), or per record (``%s`` with the rendered texts)."""
+    if types is None:
+        return b"null", None
+    if isinstance(types, str):
+        return b'{"type":"' + types.encode() + b'","size":%d}', sizes
+    return b"%s", [b"null" if t is None else b'{"type":"%s","size":%d}' % (t.encode(), z)
+                   for t, z in zip(types, sizes)]
+
+
+def _names(cluster_id: str, topic: str) -> bytes:
+    return b'{"error_code":200,"cluster_id":' + msgspec.json.encode(cluster_id) + b',"topic_name":' \
+        + msgspec.json.encode(topic)
+
+
+def run_reports(cluster_id: str, topic: str, converted: Converted, partition: int, base_offset: int,
+                stamp_ms: int) -> bytes | None:
+    """The reports of a request whose records all landed in order in one partition from ``base_offset``, with
+    one timestamp, no keys and values of one type and size -- the common request, answered with one join
+    instead of a format per record.  None for any other request (then :func:`reports`)."""
+    table = converted.table
+    if converted.errors or table is None or converted.key_types is not None \
+            or not isinstance(converted.value_types, str):
+        return None
+    sizes = pc.binary_length(table.column("value"))
+    if sizes.null_count:
+        return None
+    bounds = pc.min_max(sizes).as_py()
+    if bounds["min"] != bounds["max"]:
+        return None
+    head = _names(cluster_id, topic) + b',"partition_id":%d,"offset":' % partition
+    tail = b',"timestamp":"' + _iso_time(stamp_ms) + b'","key":null,"value":{"type":"' \
+        + converted.value_types.encode() + b'","size":%d}' % bounds["min"] + b"}" + SEPARATOR
+    offsets = (tail + head).decode().join(map(str, range(base_offset, base_offset + table.num_rows)))
+    return head + offsets.encode() + tail
 
 
 def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.ndarray, offsets: np.ndarray,
@@ -422,27 +435,33 @@ def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.nd
     ``ProduceResponse`` with ``error_code`` 200, or the record's error (its code and message).  ``partitions``,
     ``offsets`` and ``stamps_ms`` are per good row (``converted.rows``); ``failures`` maps a good row's index
     to the error its batch met in the commit."""
-    n = converted.count
-    out: list[bytes | None] = [None] * n
+    good: list[bytes] = []
     table = converted.table
-    if table is not None and len(converted.rows):
-        prefix = '{"error_code":200,"cluster_id":' + msgspec.json.encode(cluster_id).decode() + \
-                 ',"topic_name":' + msgspec.json.encode(topic).decode() + ',"partition_id":'
-        ts = _iso_times(stamps_ms)
-        text = pc.binary_join_element_wise(
-            prefix, pc.cast(pa.array(partitions), pa.string()), ',"offset":', pc.cast(pa.array(offsets), pa.string()),
-            ',"timestamp":"', ts, '","key":', _data_json(converted.key_types, pc.binary_length(table.column("key"))),
-            ',"value":', _data_json(converted.value_types, pc.binary_length(table.column("value"))), "}\r\n", "")
-        if isinstance(text, pa.ChunkedArray):
-            text = text.combine_chunks()
-        if not failures and not converted.errors:
-            return _joined(text)
-        good = [t[:-2] for t in text.to_pylist()]
-        for j, i in enumerate(converted.rows):
-            if j not in failures:
-                out[i] = good[j].encode()
-    for j, e in failures.items():
-        out[converted.rows[j]] = msgspec.json.encode(error_body(e))
+    if table is not None and converted.rows:
+        names = _names(cluster_id, topic).replace(b"%", b"%%")
+        fmt = [names + b',"partition_id":%d,"offset":%d,"timestamp":"']
+        args: list[list] = [partitions.tolist(), offsets.tolist()]
+        unique = np.unique(stamps_ms)
+        if len(unique) == 1:
+            fmt.append(_iso_time(int(unique[0])).replace(b"%", b"%%"))
+        else:
+            fmt.append(b"%s")
+            args.append([_iso_time(ms) for ms in stamps_ms.tolist()])
+        for name, types in (("key", converted.key_types), ("value", converted.value_types)):
+            sizes = pc.fill_null(pc.binary_length(table.column(name)), 0).to_pylist() if types is not None else []
+            part, values = _data_column(types, sizes)
+            fmt.append(b'","key":' if name == "key" else b',"value":')
+            fmt.append(part)
+            if values is not None:
+                args.append(values)
+        template = b"".join(fmt) + b"}" + SEPARATOR
+        good = [template % a for a in zip(*args)]
+    if not failures and not converted.errors:
+        return b"".join(good)
+    out: list[bytes] = [b""] * converted.count
+    for j, i in enumerate(converted.rows):
+        e = failures.get(j)
+        out[i] = good[j] if e is None else msgspec.json.encode(error_body(e)) + SEPARATOR
     for i, e in converted.errors.items():
-        out[i] = msgspec.json.encode(error_body(e))
-    return b"".join(r + SEPARATOR for r in out)  # type: ignore[operator]
+        out[i] = msgspec.json.encode(error_body(e)) + SEPARATOR
+    return b"".join(out)
