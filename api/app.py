@@ -25,6 +25,7 @@ from lakelog.group.consumer_offsets import OffsetStore
 from lakelog.errors import KafkaError
 from lakelog.group.group_coordinator import GroupCoordinator
 
+from api import console
 from api.auth import Authorizer
 from api.body_limit import BodyLimit
 from api.errors import UnexpectedErrors, install_error_handlers
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, topics, records, fetch, producers, groups, members,
                    v3_clusters, v3_topics, v3_records, v3_groups):
         app.include_router(module.router)
+    console.install(app)
     if settings.bench_endpoints:
         app.include_router(bench.router)
     # Innermost first: produce requests pass the timer and the body limit, then leave FastAPI's stack.
