@@ -159,7 +159,8 @@ class V3ProduceLane:
                 scanner.feed(message.get("body", b""))
                 objects = scanner.objects()
                 if objects:
-                    records = [decode_one(o) for o in objects]
+                    records = decode_strings(b"\n".join(objects), int(time.time() * 1000)) \
+                        or [decode_one(o) for o in objects]
                     pending.put_nowait(asyncio.ensure_future(self._reports(cluster_id, topic, records)))
                 if not message.get("more_body", False):
                     if scanner.error is None and scanner.buffer.strip():
@@ -174,18 +175,18 @@ class V3ProduceLane:
             await writing
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _reports(self, cluster_id: str, topic: str, records: list) -> tuple[bytes, None]:
+    async def _reports(self, cluster_id: str, topic: str, records: "list | Converted") -> tuple[bytes, None]:
         """A stream's group of records produced; a failure of the whole group is each record's report (the
         response has started: no status can say it any more)."""
         try:
             payload, _ = await produce(self.state.produce, cluster_id, topic, records)
         except E.KafkaError as e:
             self.state.metrics.count_error(e)
-            payload = (msgspec.json.encode(error_body(e)) + SEPARATOR) * len(records)
+            payload = (msgspec.json.encode(error_body(e)) + SEPARATOR) * _count(records)
         except Exception as e:
             error = unexpected_error(e, "POST", f"/v3/clusters/{cluster_id}/topics/{topic}/records")
             self.state.metrics.count_error(error)
-            payload = (msgspec.json.encode(error_body(error)) + SEPARATOR) * len(records)
+            payload = (msgspec.json.encode(error_body(error)) + SEPARATOR) * _count(records)
         return payload, None
 
     def _refuse(self, error: E.KafkaError):
@@ -213,6 +214,10 @@ def _parse(body: bytes) -> tuple[Converted | None, E.KafkaError | None]:
 
 async def _maybe_await(value):
     return await value if inspect.isawaitable(value) else value
+
+
+def _count(records: "list | Converted") -> int:
+    return records.count if isinstance(records, Converted) else len(records)
 
 
 def _truncated() -> E.KafkaError:

@@ -245,3 +245,26 @@ def test_principal_without_describe_sees_nothing(browser, front, admin):
     response = page.goto(f"{front.url}/ui/groups/g-ok-x")
     assert response.status == 403 and "GROUP_AUTHORIZATION_FAILED" in page.content()
     page.context.close()
+
+
+def test_group_with_a_member_shows_it_and_refuses_a_reset(browser, front, admin):
+    topic, group = f"ok-{uuid.uuid4().hex[:8]}", f"g-ok-{uuid.uuid4().hex[:6]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 2}).status_code == 201
+    joined = admin.post(f"/v1/groups/{group}/members", json={"topics": [topic], "client_id": "console-test",
+                                                             "session_timeout_ms": 60_000})
+    assert joined.status_code == 200, joined.text
+    member, generation = joined.json()["member_id"], joined.json()["generation"]
+    try:
+        page = login(browser, front, "alice", f"/ui/groups/{group}")
+        expect(page.locator(".state")).to_have_text("Stable")
+        expect(page.locator("#group")).to_contain_text(f"generation {generation}")
+        expect(page.locator("#group")).to_contain_text("console-test")
+        expect(page.locator("#group")).to_contain_text(f"{topic}-0, {topic}-1")
+        page.get_by_label("Topic", exact=True).fill(topic)
+        page.get_by_label("To", exact=True).select_option("earliest")
+        page.get_by_role("button", name="Reset offsets").click()
+        expect(page.locator("#flash")).to_contain_text("UNKNOWN_MEMBER_ID")  # active members: refused
+        assert admin.get(f"/v1/groups/{group}/offsets").json()["offsets"] == []
+        page.context.close()
+    finally:
+        admin.delete(f"/v1/groups/{group}/members/{member}")
