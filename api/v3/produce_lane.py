@@ -117,7 +117,7 @@ class V3ProduceLane:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if not body.strip():
+        if not body or body.isspace():
             raise EmptyBody("Payload error. Request body is empty. Data is required.")
         parse = _parse if len(body) <= INLINE_PARSE_BYTES[JSON] else functools.partial(run_in_threadpool, _parse)
         converted, trailing = await _maybe_await(parse(body))
