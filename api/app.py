@@ -25,12 +25,17 @@ from lakelog.group.consumer_offsets import OffsetStore
 from lakelog.errors import KafkaError
 from lakelog.group.group_coordinator import GroupCoordinator
 
+from api import console
 from api.auth import Authorizer
 from api.body_limit import BodyLimit
 from api.errors import UnexpectedErrors, install_error_handlers
 from api.metrics import Metrics, RequestTimer
 from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
-from api.routers import bench, fetch, groups, health, members, producers, records, topics
+from api.routers import (bench, fetch, groups, health, members, producers, records, topics, v3_clusters, v3_groups,
+                         v3_records, v3_topics)
+from api.routers.v3_records import PRODUCE_DATA_SCHEMA
+from api.v3.produce_lane import ROUTE as V3_PRODUCE_ROUTE, V3ProduceLane
+from api.v3.resources import cluster_id_for
 from api.produce_body import openapi_components
 from api.services.produce import ProduceService
 from api.services.topic_metadata import TopicMetadata
@@ -55,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.watch_accumulator(lambda: accumulator.buffered_bytes, settings.buffer_memory)
         metadata = TopicMetadata(log, settings.metadata_max_age_ms)
         app.state.log = log
+        app.state.cluster_id = cluster_id_for(log.root.uri)
         app.state.accumulator = accumulator
         app.state.metadata = metadata
         app.state.offsets = await run_in_threadpool(OffsetStore, log, accumulator=accumulator)
@@ -82,12 +88,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.authorizer = authorizer
     install_error_handlers(app)
-    for module in (health, topics, records, fetch, producers, groups, members):
+    for module in (health, topics, records, fetch, producers, groups, members,
+                   v3_clusters, v3_topics, v3_records, v3_groups):
         app.include_router(module.router)
+    console.install(app)
     if settings.bench_endpoints:
         app.include_router(bench.router)
     # Innermost first: produce requests pass the timer and the body limit, then leave FastAPI's stack.
     app.add_middleware(UnexpectedErrors)
+    app.add_middleware(V3ProduceLane, state=app.state, route=_post_route(v3_records.router, V3_PRODUCE_ROUTE))
     app.add_middleware(ProduceLane, state=app.state, route=_post_route(records.router, PRODUCE_ROUTE),
                        parse_route=_post_route(bench.router, PARSE_ROUTE) if settings.bench_endpoints else None)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
@@ -148,6 +157,7 @@ def _document_produce_body(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = base()
             schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_components())
+            schema["components"]["schemas"]["ProduceRequestData"] = PRODUCE_DATA_SCHEMA
             app.openapi_schema = schema
         return app.openapi_schema
 

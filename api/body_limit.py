@@ -2,7 +2,9 @@
 
 A declared ``Content-Length`` over the limit is refused before any of the body
 is read; a chunked body is counted as it streams and refused the moment it
-passes the limit.  Either way nothing of the request is processed.
+passes the limit.  Either way nothing of the request is processed.  A chunked body of Confluent
+v3's streaming produce (``POST /v3/clusters/{cluster}/topics/{topic}/records``) may run longer: one
+connection carries any number of records, and ``api.v3.produce_lane`` bounds each record instead.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from lakelog.errors import MessageTooLarge
 
-from api.errors import error_response
+from api.errors import error_response, is_v3
+from api.v3.produce_lane import match as v3_produce_match
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,8 +42,11 @@ class BodyLimit:
                 except ValueError:
                     declared = -1
                 if declared > self.max_bytes:
-                    await error_response(self._too_large(declared))(scope, receive, send)
+                    await error_response(self._too_large(declared), v3=is_v3(scope["path"]))(scope, receive, send)
                     return
+        if v3_produce_match(scope) is not None:
+            await self.app(scope, receive, send)  # a stream of records: each is bounded by the v3 lane
+            return
         seen = [0]
 
         async def limited_receive() -> "Message":

@@ -18,6 +18,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog import errors as E
 
+from api.public_message import public_message
+from api.v3.errors import BadRequest, error_body as v3_error_body, http_error_body as v3_http_error_body, rest_status
+
 if TYPE_CHECKING:
     from api.metrics import Metrics
 
@@ -75,14 +78,28 @@ def status_for(error: E.KafkaError) -> int:
     return STATUS_BY_CODE.get(error.code, 503 if error.retriable else 500)
 
 
-def error_response(error: E.KafkaError, retry_after_s: int = 1, status: int | None = None) -> JSONResponse:
-    status = status or status_for(error)
+V3_PREFIX = "/v3/"
+
+
+def is_v3(path: str) -> bool:
+    """Whether ``path`` is a Confluent REST v3 route (answered with Confluent's error bodies, ``api.v3.errors``)."""
+    return path.startswith(V3_PREFIX) or path == "/v3"
+
+
+def error_response(error: E.KafkaError, retry_after_s: int = 1, status: int | None = None, *,
+                   v3: bool = False) -> JSONResponse:
+    """The error's response: lakelog's body and status, or with ``v3`` Confluent's (``api.v3.errors``)."""
+    if v3:
+        status, body = rest_status(error)[0], v3_error_body(error)
+    else:
+        status, body = status or status_for(error), error.to_dict()
+    body["message"] = public_message(body["message"])
     headers = {}
-    if status in (429, 503):
+    if status in (429, 503) or (v3 and error.retriable):
         headers["Retry-After"] = str(retry_after_s)
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse(error.to_dict(), status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def unexpected_error(exc: Exception, method: str, path: str) -> E.KafkaError:
@@ -110,13 +127,17 @@ def install_error_handlers(app: FastAPI) -> None:
         m = metrics(request)
         if m is not None:
             m.count_error(exc)
-        return error_response(exc, retry_after(request))
+        return error_response(exc, retry_after(request), v3=is_v3(request.url.path))
 
     async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return await on_kafka_error(request, E.InvalidRequest(_describe_validation(exc)))
+        error = BadRequest if is_v3(request.url.path) else E.InvalidRequest
+        return await on_kafka_error(request, error(_describe_validation(exc)))
 
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = getattr(exc, "headers", None)
+        if is_v3(request.url.path):
+            status = exc.status_code if exc.status_code in (404, 405) else 400
+            return JSONResponse(v3_http_error_body(status), status_code=status, headers=headers)
         if exc.status_code in (404, 405):  # no such route or method: an HTTP error, no Kafka one (as Confluent's)
             name = HTTPStatus(exc.status_code).name
             body = {"error_code": exc.status_code, "error_name": name,
@@ -168,4 +189,5 @@ class UnexpectedErrors:
             if getattr(state, "metrics", None) is not None:
                 state.metrics.count_error(error)
             settings = getattr(state, "settings", None)
-            await error_response(error, settings.retry_after_s if settings is not None else 1)(scope, receive, send)
+            await error_response(error, settings.retry_after_s if settings is not None else 1,
+                                 v3=is_v3(scope["path"]))(scope, receive, send)

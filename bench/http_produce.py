@@ -7,6 +7,10 @@ waiting for its answer before sending again:
 
 * **JSON produce** -- ``POST /v1/topics/T/records``, simple JSON form, 1,000 records per
   request, 8 concurrent clients, acks=all (answered after the durable commit);
+* **v3 JSON produce** -- Confluent REST v3's ``POST /v3/clusters/C/topics/T/records`` with the same
+  1,000 records as concatenated v3 records (``{"value": {"type": "STRING", "data": ...}}``) in one body,
+  answered with 1,000 delivery reports; it runs right after JSON produce in every repeat, and the goal
+  compares the two (the v3 mapping layer over the same produce path);
 * **Arrow produce** -- the same endpoint with an Arrow IPC stream of 10,000 records per request;
 * **HTTP ceiling** -- the same bodies to ``POST /v1/bench/parse/T`` (mounted with
   ``LAKELOG_BENCH_ENDPOINTS=1``): the produce path (``api.produce_lane``) up to the queueing --
@@ -60,6 +64,7 @@ GOAL_JSON = 250_000
 GOAL_ARROW = 1_000_000
 GOAL_RATIO = 0.7
 GOAL_P99_MS = 50.0
+GOAL_V3_RATIO = 0.8
 
 
 # -- bodies ------------------------------------------------------------------------------------
@@ -72,6 +77,11 @@ def _values(n: int, seed: int) -> list[str]:
 
 def json_body(n: int, seed: int = 0) -> bytes:
     return json.dumps({"records": [{"value": v} for v in _values(n, seed)]}).encode()
+
+
+def v3_body(n: int, seed: int = 0) -> bytes:
+    """The same records as :func:`json_body`, as Confluent v3 produce records, concatenated."""
+    return b"\n".join(json.dumps({"value": {"type": "STRING", "data": v}}).encode() for v in _values(n, seed))
 
 
 def arrow_table(n: int, seed: int = 0) -> pa.Table:
@@ -215,11 +225,12 @@ def _run_clients(clients: int, warm_up, request) -> tuple[list[float], float]:
 
 
 def http_load(url: str, body: bytes, content_type: str, records: int, requests_per_client: int,
-              clients: int = CLIENTS, interval_s: float | None = None) -> Run:
+              clients: int = CLIENTS, interval_s: float | None = None, ok=None) -> Run:
     """``clients`` threads each POST ``body`` ``requests_per_client`` times (paced at ``interval_s`` if given).
 
     Each client holds one keep-alive connection of the standard library's ``http.client``: the load generator
-    shares the 2 CPUs with the front, and it costs about a quarter of httpx's CPU per request.
+    shares the 2 CPUs with the front, and it costs about a quarter of httpx's CPU per request.  ``ok``, if
+    given, must also accept the answer's body for the request to count (v3: every record's report is a success).
     """
     errors = [0]
     lock = threading.Lock()
@@ -230,8 +241,8 @@ def http_load(url: str, body: bytes, content_type: str, records: int, requests_p
     def post(conn: http.client.HTTPConnection) -> int:
         conn.request("POST", target.path, body=body, headers=headers)
         resp = conn.getresponse()
-        resp.read()
-        return resp.status
+        answer = resp.read()
+        return resp.status if ok is None or ok(answer) else -1
 
     def warm_up(i: int) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=120.0)
@@ -294,6 +305,11 @@ def library_load(root: str, table: pa.Table, requests_per_client: int, clients: 
     return run
 
 
+def _all_delivered(answer: bytes) -> bool:
+    """Every record of a v3 request has a successful delivery report."""
+    return answer.count(b'"error_code":200') == JSON_RECORDS
+
+
 def _best(runs: list[Run]) -> Run:
     """The median run by throughput (its latencies are reported with it)."""
     return sorted(runs, key=lambda r: r.records_per_s)[len(runs) // 2]
@@ -318,7 +334,7 @@ def _row(name: str, run: Run) -> list[str]:
 def run(ctx: BenchContext) -> BenchResult:
     json_requests = ctx.size(60, 3)
     arrow_requests = ctx.size(12, 2)
-    jbody, abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS)
+    jbody, abody, vbody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS), v3_body(JSON_RECORDS)
     results: dict[str, Run] = {}
 
     root = str(ctx.workdir / "front-root")
@@ -328,13 +344,20 @@ def run(ctx: BenchContext) -> BenchResult:
         def produce_url() -> str:  # a fresh topic per run: results do not depend on what ran before
             return f"{front.url}/v1/topics/{_create_topic(front.url)}/records"
 
+        cluster = httpx.get(f"{front.url}/v3/clusters", timeout=60).json()["data"][0]["cluster_id"]
+
+        def v3_url() -> str:
+            return f"{front.url}/v3/clusters/{cluster}/topics/{_create_topic(front.url)}/records"
+
         parse_url = f"{front.url}/v1/bench/parse/{_create_topic(front.url)}"
-        series: dict[str, list[Run]] = {k: [] for k in ("json", "json_parse", "json_lib", "arrow", "arrow_parse",
-                                                         "arrow_lib")}
+        series: dict[str, list[Run]] = {k: [] for k in ("json", "v3_json", "json_parse", "json_lib", "arrow",
+                                                         "arrow_parse", "arrow_lib")}
         # Every system once per repeat, interleaved, so a noisy stretch of the machine hits all of them alike.
         for i in range(ctx.repeats):
             ctx.progress(f"repeat {i + 1}/{ctx.repeats}")
             series["json"].append(http_load(produce_url(), jbody, "application/json", JSON_RECORDS, json_requests))
+            series["v3_json"].append(http_load(v3_url(), vbody, "application/json", JSON_RECORDS, json_requests,
+                                               ok=_all_delivered))
             series["json_parse"].append(http_load(parse_url, jbody, "application/json", JSON_RECORDS, json_requests))
             series["json_lib"].append(library_load(str(ctx.workdir / f"lib-json-{i}"), arrow_table(JSON_RECORDS),
                                                    json_requests))
@@ -372,6 +395,7 @@ def run(ctx: BenchContext) -> BenchResult:
 
 def _report(r: dict[str, Run]) -> BenchResult:
     names = [("json", "JSON produce (1,000/request, 8 clients)"),
+             ("v3_json", "v3 JSON produce (Confluent REST v3, 1,000/request, 8 clients)"),
              ("json_parse", "JSON, HTTP ceiling (parse only)"),
              ("json_lib", "JSON-sized batches, storage ceiling (library)"),
              ("arrow", "Arrow produce (10,000/request, 8 clients)"),
@@ -394,6 +418,8 @@ def _report(r: dict[str, Run]) -> BenchResult:
         Goal("Arrow >= 0.7x the lower of its ceilings", rps["arrow"] >= GOAL_RATIO * arrow_ceiling,
              f"{rps['arrow'] / arrow_ceiling:.2f}x of {arrow_ceiling:,.0f} records/s"),
         Goal("p99 <= 50 ms at half the max rate (linger.ms=5)", p99_half <= GOAL_P99_MS, f"p99 {p99_half:.1f} ms"),
+        Goal("v3 JSON produce >= 0.8x /v1 JSON produce (same run)", rps["v3_json"] >= GOAL_V3_RATIO * rps["json"],
+             f"{rps['v3_json'] / rps['json']:.2f}x ({rps['v3_json']:,.0f} vs {rps['json']:,.0f} records/s)"),
     ]
     summary = [f"{label}: {rps[k]:,.0f} records/s, p99 {r[k].latency_ms()['p99']:.1f} ms" for k, label in names]
     serial = {k: 1 / (1 / rps[f"{k}_parse"] + 1 / rps[f"{k}_lib"]) for k in ("json", "arrow")}

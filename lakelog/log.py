@@ -315,8 +315,17 @@ def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, nu
     went to it (KIP-794), so the many small appends of one linger window fill one
     partition's segment.  Batches come in partition order.
     """
+    return split_records(sticky, topic, table, num_partitions, explicit=explicit, switch_bytes=switch_bytes)[0]
+
+
+def split_records(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
+                  explicit: list | None = None,
+                  switch_bytes: int | None = None) -> tuple[list[PartitionBatch], pa.Array | None]:
+    """:func:`partition_batches`, plus each record's partition (an int32 array in record order), or None when
+    every record went to the one batch returned; within a batch, records keep their order."""
     keys = table.column("key")
     current = sticky.partition(topic, num_partitions)
+    parts = None
     if explicit is None and keys.null_count == len(keys):
         out = [PartitionBatch(current, table)]
     else:
@@ -324,10 +333,12 @@ def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, nu
         chosen = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
         parts = pa.array(chosen, pa.int32())
         out = [PartitionBatch(p, table.filter(pc.equal(parts, p))) for p in sorted(pc.unique(parts).to_pylist())]
+        if len(out) == 1:
+            parts = None
     stuck = next((b for b in out if b.partition == current), None) if keys.null_count else None
     if stuck is not None:
         if switch_bytes is None:
             sticky.on_new_batch(topic, num_partitions, current)
         else:
             sticky.on_bytes(topic, num_partitions, current, stuck.nbytes, switch_bytes)
-    return out
+    return out, parts

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
-from lakelog.log import partition_batches
+from lakelog.log import partition_batches, split_records
 from lakelog.storage.record_schema import HEADER_TYPE
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import AppendResult, PartitionBatch
@@ -283,6 +283,13 @@ class ProduceService:
             return self._split(topic, records, None, snap.partition_count)
         self._check_partition(topic, snap, fresh, explicit[1])
         return self._split(topic, records, explicit[0].to_pylist(), snap.partition_count)
+
+    def split(self, topic: str, table: pa.Table, explicit: list | None,
+              n: int) -> tuple[list[PartitionBatch], pa.Array | None]:
+        """Partition batches of validated records, with each record's partition (None: all in the one batch);
+        the same partitioner and sticky rule as every produce request."""
+        return split_records(self.log.sticky, topic, table, n, explicit=explicit,
+                             switch_bytes=self.accumulator.batch_size)
 
     def _split(self, topic: str, table: pa.Table, explicit: list | None, n: int) -> list[PartitionBatch]:
         """Kafka's partitioner, with the sticky partition moving on after ``batch.size`` bytes (KIP-794)."""

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SYSTEMS = ["JSON produce", "JSON, HTTP ceiling", "JSON-sized batches, storage ceiling", "Arrow produce",
+SYSTEMS = ["JSON produce", "v3 JSON produce", "JSON, HTTP ceiling", "JSON-sized batches, storage ceiling", "Arrow produce",
            "Arrow, HTTP ceiling", "Arrow-sized batches, storage ceiling", "JSON at half the max rate",
            "moto S3: JSON produce", "moto S3: Arrow produce"]
 

@@ -1,0 +1,23 @@
+"""Confluent v3: ``GET /v3/clusters`` and ``GET /v3/clusters/{cluster_id}`` (one cluster: this storage root)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from api.deps import PrincipalDep
+from api.v3 import resources as R
+from api.v3.deps import LinksDep
+
+router = APIRouter(prefix="/v3/clusters", tags=["Cluster (v3)"])
+
+
+@router.get("")
+def list_clusters(request: Request, _: PrincipalDep) -> dict:
+    """The one cluster this front serves (Confluent's ``KafkaClusterList``)."""
+    links = R.Links(str(request.base_url), request.app.state.cluster_id)
+    return R.collection("KafkaClusterList", f"{links.root}/clusters", [R.cluster(links)])
+
+
+@router.get("/{cluster_id}")
+def get_cluster(links: LinksDep, _: PrincipalDep) -> dict:
+    return R.cluster(links)
