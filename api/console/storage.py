@@ -46,7 +46,7 @@ def _commits(log, topic: str, version: int) -> list[dict]:
     out = []
     for v in range(version, max(-1, version - COMMITS), -1):
         try:
-            c = read_commit(root.filesystem, table, v)
+            c = read_commit(root, table, v)
         except OSError:
             c = None
         if c is None:
