@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+JAVA_SOURCES := $(shell find lakelog/spark/java -type f)
+JAR := lakelog/spark/jars/lakelog-spark.jar
 
 .PHONY: install demo test bench clean
 
@@ -12,20 +14,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
 	$(PY) -m lakelog.spark.spark_env  # Spark's Python workers run $(PY), activated venv or not
+	$(PY) -m lakelog.spark.jvm  # the JVM format("lakelog"): javac against pyspark/jars, installed into pyspark/jars
 	touch $(STAMP)
 
-install: $(STAMP)
+# Rebuild the JVM source when its Java sources change (the install step above builds it the first time).
+$(JAR): $(JAVA_SOURCES) | $(STAMP)
+	$(PY) -m lakelog.spark.jvm
+	@touch $(JAR) 2>/dev/null || true
 
-demo: $(STAMP)
+install: $(STAMP) $(JAR)
+
+demo: $(STAMP) $(JAR)
 	$(PY) -m lakelog.demo
 
 # Test files run in parallel, one file per worker at a time (module-scoped servers and Spark sessions stay shared).
 TEST_WORKERS ?= 3
 
-test: $(STAMP)
+test: $(STAMP) $(JAR)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(JAR)
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
