@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+JAVA_SOURCES := $(shell find lakelog/spark/java -type f)
+JAR := lakelog/spark/jars/lakelog-spark.jar
 
 .PHONY: install demo test bench clean
 
@@ -12,12 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
 	$(PY) -m lakelog.spark.spark_env  # Spark's Python workers run $(PY), activated venv or not
+	$(PY) -m lakelog.spark.jvm  # the JVM format("lakelog"): javac against pyspark/jars, installed into pyspark/jars
 	touch $(STAMP)
 
-# lakelog's JVM classes, built with javac against the installed pyspark's jars (skipped without javac)
-JAR := lakelog/spark/jars/lakelog-spark.jar
-$(JAR): $(STAMP) $(wildcard lakelog/spark/jvm/src/io/lakelog/spark/*.java)
-	$(PY) -m lakelog.spark.jvm_build
+# Rebuild the JVM source when its Java sources change (the install step above builds it the first time).
+$(JAR): $(JAVA_SOURCES) | $(STAMP)
+	$(PY) -m lakelog.spark.jvm
+	@touch $(JAR) 2>/dev/null || true
 
 install: $(STAMP) $(JAR)
 

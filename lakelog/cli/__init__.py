@@ -34,7 +34,8 @@ import sys
 from lakelog.cli.global_options import add_global_options, resolve_topic
 
 #: Command modules under ``lakelog.cli``, in ``--help`` order.
-COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "groups", "serve", "maintain", "job")
+COMMANDS = ("topics", "produce", "consume", "get_offsets", "dump_log", "groups", "serve", "maintain", "job",
+            "spark_jar")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,3 +26,23 @@ def spark():
     yield session
     session.stop()
 
+
+
+#: Test modules that run twice: on the JVM source and on the Python source it falls back to (S3 roots without
+#: hadoop-aws, a machine without javac, ``spark.lakelog.jvm.enabled=false``). The others run on the JVM source.
+BOTH_SOURCES = {"test_batch", "test_sql", "test_equivalence"}
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_SOURCES and "spark" in metafunc.fixturenames:
+        metafunc.fixturenames.append("lakelog_source")
+        metafunc.parametrize("lakelog_source", ["jvm", "python"], indirect=True)
+
+
+@pytest.fixture
+def lakelog_source(request, spark):
+    """Which implementation ``format("lakelog")`` resolves to in this test (``spark.lakelog.jvm.enabled``)."""
+    source = getattr(request, "param", "jvm")
+    spark.conf.set("spark.lakelog.jvm.enabled", "true" if source == "jvm" else "false")
+    yield source
+    spark.conf.set("spark.lakelog.jvm.enabled", "true")
