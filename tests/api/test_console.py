@@ -127,9 +127,21 @@ def test_create_topic_produce_and_browse(browser, front, admin):
     page.get_by_label("Show as").select_option("hex")
     page.get_by_role("button", name="Show messages").click()
     expect(page.locator("#messages pre.value").first).to_contain_text("7b 22 6f 72 64 65 72 22")  # {"order"
+    page.get_by_label("From").select_option("timestamp")  # Kafka's offsets-for-times
+    page.get_by_label("Timestamp (ISO)").fill("2000-01-01T00:00:00Z")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
+    expect(page.locator("#messages")).to_contain_text("user-7")
+    page.get_by_label("Timestamp (ISO)").fill("2999-01-01T00:00:00Z")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages")).to_contain_text("No messages.")
+    page.get_by_label("From").select_option("latest")
     page.get_by_label("Key contains").fill("nobody")
     page.get_by_role("button", name="Show messages").click()
     expect(page.locator("#messages")).to_contain_text("No messages.")
+    page.get_by_label("Key contains").fill("user")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
     # what the page produced is in the log, through the API
     rec = admin.get(f"/v1/topics/{name}/partitions/1/records", params={"offset": 0}).json()["records"][0]
     assert (rec["key"], json.loads(rec["value"])["order"], rec["headers"]) == \

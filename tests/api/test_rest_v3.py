@@ -229,6 +229,10 @@ def test_per_record_errors_and_whole_request_refusals(http, cid):
     assert_error(http.post(url, content=b"", headers={"Content-Type": "application/json"}), 422, 422)
     assert_error(http.post(url, content=b'{"value": {', headers={"Content-Type": "application/json"}), 400, 400)
     assert_error(http.post(url, content=b"\xff\xfe", headers={"Content-Type": "application/json"}), 400, 400)
+    lone = b'{"value": {"type": "STRING", "data": "\\ud800"}}'  # a lone surrogate is no text
+    assert_error(http.post(url, content=lone, headers={"Content-Type": "application/json"}), 400, 400)
+    deep = b'{"value": {"type": "JSON", "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    assert_error(http.post(url, content=deep, headers={"Content-Type": "application/json"}), 400, 400)
     assert_error(http.post(url, content=b"value=1", headers={"Content-Type": "text/plain"}), 415, 415)
     assert_error(http.post(f"/v3/clusters/{cid}/topics/nope-{uuid.uuid4().hex[:6]}/records", json=good), 404, 40403)
     assert_error(http.post(f"/v3/clusters/other/topics/{topic}/records", json=good), 404, 404)
