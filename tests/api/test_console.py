@@ -127,6 +127,7 @@ def test_create_topic_produce_and_browse(browser, front, admin):
     page.get_by_label("Show as").select_option("hex")
     page.get_by_role("button", name="Show messages").click()
     expect(page.locator("#messages pre.value").first).to_contain_text("7b 22 6f 72 64 65 72 22")  # {"order"
+    page.get_by_label("Show as").select_option("text")
     page.get_by_label("From").select_option("timestamp")  # Kafka's offsets-for-times
     page.get_by_label("Timestamp (ISO)").fill("2000-01-01T00:00:00Z")
     page.get_by_role("button", name="Show messages").click()
