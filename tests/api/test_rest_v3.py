@@ -284,7 +284,12 @@ def test_streaming_mode_one_report_per_record(v3_front, http, cid):
     # a stream that stops inside a record
     status, text = chunked_post(v3_front, f"/v3/clusters/{cid}/topics/{topic}/records", [records[0], b'{"value": {'])
     assert [g["error_code"] for g in reports(text)] == [200, 400]
-    assert high_watermarks(http, topic) == [32]
+    # one record larger than the front's max_request_bytes (1 MiB here), streamed in pieces: a 413 report
+    huge = b'{"value": {"type": "STRING", "data": "' + b"z" * 1_500_000 + b'"}}'
+    status, text = chunked_post(v3_front, f"/v3/clusters/{cid}/topics/{topic}/records",
+                                [records[0]] + [huge[i:i + 65536] for i in range(0, len(huge), 65536)])
+    assert [g["error_code"] for g in reports(text)] == [200, 413]
+    assert high_watermarks(http, topic) == [33]
     assert http.get("/v1/health").status_code == 200
 
 
