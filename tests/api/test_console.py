@@ -281,3 +281,17 @@ def test_group_with_a_member_shows_it_and_refuses_a_reset(browser, front, admin)
         page.context.close()
     finally:
         admin.delete(f"/v1/groups/{group}/members/{member}")
+
+
+def test_record_content_is_shown_as_text_never_run(browser, front, admin):
+    topic = f"ok-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    hostile = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    assert admin.post(f"/v1/topics/{topic}/records", json={"records": [
+        {"key": hostile, "value": hostile, "headers": [{"key": "<b>h</b>", "value": hostile}]}]}).status_code == 200
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages pre.value")).to_have_text(hostile)
+    assert page.evaluate("() => window.pwned === undefined")
+    assert page.locator("#messages script, #messages img, #messages b").count() == 0
+    page.context.close()
