@@ -22,6 +22,25 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 COMMITS = 25  # newest commits shown
 
 
+def by_time(segments: list, width: int = 600, height: int = 40) -> list[dict]:
+    """One bar per segment on a time axis: x and width by its records' time range (first to last timestamp,
+    over the partition's), height by its size relative to the biggest."""
+    if not segments:
+        return []
+    lo = min(s.min_timestamp for s in segments)
+    hi = max(s.max_timestamp for s in segments)
+    span = max(hi - lo, 1)
+    biggest = max(s.bytes for s in segments) or 1
+    inner = width - 4  # room for the last segment's minimum width
+    out = []
+    for s in segments:
+        h = max(height * s.bytes / biggest, 2)
+        out.append({"x": (s.min_timestamp - lo) / span * inner,
+                    "w": max((s.max_timestamp - s.min_timestamp) / span * inner, 4), "y": height - h, "h": h,
+                    "segment": s})
+    return out
+
+
 def timeline(segments: list, width: int = 600, height: int = 16) -> list[dict]:
     """One bar per segment: x and width by offset range over the partition's offsets, shade by size."""
     if not segments:
@@ -68,7 +87,7 @@ def storage_page(request: Request, topic: str, principal: PrincipalDep) -> Respo
     partitions = []
     for p in range(snap.partition_count):
         segs = snap.index.segments(p)
-        partitions.append({"partition": p, "segments": segs, "bars": timeline(segs),
+        partitions.append({"partition": p, "segments": segs, "bars": timeline(segs), "time_bars": by_time(segs),
                            "bytes": sum(s.bytes for s in segs)})
     history = history_of(log.root, topic)
     now = int(time.time() * 1000)

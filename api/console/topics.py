@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
-from starlette.concurrency import run_in_threadpool
 
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition, error_for_code
 from lakelog.storage.topic_name import is_internal

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,25 +74,46 @@ def _check(c: Converted, topic: str, snap: "TopicSnapshot") -> Converted:
     return _keep(c, bad)
 
 
-async def produce(service: "ProduceService", cluster_id: str, topic: str,
-                  records: list[RecordIn | KafkaError] | Converted) -> tuple[bytes, KafkaError | None]:
-    """Produce ``records`` (decoded, or already converted) and wait for the commit; returns the reports (CRLF
-    after each) and, when the call held one record and it failed, that record's error (a single-record request
-    answers with its status)."""
+@dataclass
+class Submitted:
+    """Records handed to the accumulator (``future``: their commit), or none of them (``future`` None)."""
+
+    cluster_id: str
+    topic: str
+    converted: Converted
+    batches: list = field(default_factory=list)
+    parts: pa.Array | None = None
+    future: "asyncio.Future | None" = None
+
+
+async def submit(service: "ProduceService", cluster_id: str, topic: str,
+                 records: list[RecordIn | KafkaError] | Converted) -> Submitted:
+    """Check ``records`` (decoded, or already converted) per record and queue the good ones for the group commit.
+    Calls in one order queue in that order (a stream's records keep their order per partition)."""
     converted = records if isinstance(records, Converted) else convert(records, int(time.time() * 1000))
+    out = Submitted(cluster_id, topic, converted)
     if converted.table is not None:
         snap = service.metadata.peek(topic) or await run_in_threadpool(service.metadata.get, topic)
         if converted.explicit is not None and max((p or 0) for p in converted.explicit) >= snap.partition_count:
             snap = await run_in_threadpool(service.metadata.get, topic, fresh=True)
-        converted = _check(converted, topic, snap)
+        out.converted = converted = _check(converted, topic, snap)
+        if converted.table is not None and converted.rows:
+            out.batches, out.parts = service.split(topic, converted.table, converted.explicit, snap.partition_count)
+            out.future = asyncio.wrap_future(service.accumulator.append(topic, out.batches))
+    return out
+
+
+async def answer(service: "ProduceService", sub: Submitted) -> tuple[bytes, KafkaError | None]:
+    """Wait for the commit of submitted records; the reports (CRLF after each) and, when the call held one record
+    and it failed, that record's error (a single-record request answers with its status)."""
+    converted, batches, parts = sub.converted, sub.batches, sub.parts
     failures: dict[int, KafkaError] = {}
     partitions = offsets = stamps = np.zeros(0, np.int64)
-    if converted.table is not None and converted.rows:
-        batches, parts = service.split(topic, converted.table, converted.explicit, snap.partition_count)
-        results = await asyncio.wrap_future(service.accumulator.append(topic, batches))
+    if sub.future is not None:
+        results = await sub.future
         r = results[0]
         if parts is None and not isinstance(r, KafkaError) and converted.stamp_ms is not None:
-            body = run_reports(cluster_id, topic, converted, r.partition, r.base_offset,
+            body = run_reports(sub.cluster_id, sub.topic, converted, r.partition, r.base_offset,
                                r.log_append_time if r.log_append_time >= 0 else converted.stamp_ms)
             if body is not None:
                 return body, None
@@ -113,8 +135,14 @@ async def produce(service: "ProduceService", cluster_id: str, topic: str,
                 stamps[rows] = r.log_append_time
     for e in converted.errors.values():
         service.metrics.count_error(e)
-    body = reports(cluster_id, topic, converted, partitions, offsets, stamps, failures)
+    body = reports(sub.cluster_id, sub.topic, converted, partitions, offsets, stamps, failures)
     single_error = None
     if converted.count == 1:
         single_error = converted.errors.get(0) or (failures.get(0) if failures else None)
     return body, single_error
+
+
+async def produce(service: "ProduceService", cluster_id: str, topic: str,
+                  records: list[RecordIn | KafkaError] | Converted) -> tuple[bytes, KafkaError | None]:
+    """:func:`submit` then :func:`answer`."""
+    return await answer(service, await submit(service, cluster_id, topic, records))

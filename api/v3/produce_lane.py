@@ -34,7 +34,7 @@ from lakelog.storage.topic_name import is_internal, validate_topic_name
 from api.auth import TOPIC
 from api.errors import error_response, unexpected_error
 from api.v3.errors import BadRequest, ClusterNotFound, EmptyBody, UnsupportedMediaType, error_body
-from api.v3.produce import produce
+from api.v3.produce import Submitted, answer, produce, submit
 from api.produce_lane import INLINE_PARSE_BYTES
 from api.services.produce import JSON
 from api.v3.records import SEPARATOR, Converted, ObjectScanner, convert, decode_body, decode_one, decode_strings
@@ -136,7 +136,6 @@ class V3ProduceLane:
         await send({"type": "http.response.body", "body": payload})
 
     async def _stream(self, receive, send, cluster_id: str, topic: str) -> None:
-        service = self.state.produce
         scanner = ObjectScanner(self.state.settings.max_request_bytes)
         pending: asyncio.Queue = asyncio.Queue()
         await send({"type": "http.response.start", "status": 200,
@@ -161,7 +160,9 @@ class V3ProduceLane:
                 if objects:
                     records = decode_strings(b"\n".join(objects), int(time.time() * 1000)) \
                         or [decode_one(o) for o in objects]
-                    pending.put_nowait(asyncio.ensure_future(self._reports(cluster_id, topic, records)))
+                    # queued here, in the stream's order; answered by the writer as the commits land
+                    pending.put_nowait(asyncio.ensure_future(self._reports(await self._submit(cluster_id, topic,
+                                                                                              records))))
                 if not message.get("more_body", False):
                     if scanner.error is None and scanner.buffer.strip():
                         scanner.error = _truncated()
@@ -175,19 +176,28 @@ class V3ProduceLane:
             await writing
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _reports(self, cluster_id: str, topic: str, records: "list | Converted") -> tuple[bytes, None]:
-        """A stream's group of records produced; a failure of the whole group is each record's report (the
-        response has started: no status can say it any more)."""
+    async def _submit(self, cluster_id: str, topic: str, records: "list | Converted") -> "Submitted | bytes":
+        """A stream's group of records queued for the commit, or -- the response has started, so no status can
+        say it any more -- a failure of the whole group as each record's report."""
         try:
-            payload, _ = await produce(self.state.produce, cluster_id, topic, records)
-        except E.KafkaError as e:
-            self.state.metrics.count_error(e)
-            payload = (msgspec.json.encode(error_body(e)) + SEPARATOR) * _count(records)
+            return await submit(self.state.produce, cluster_id, topic, records)
         except Exception as e:
-            error = unexpected_error(e, "POST", f"/v3/clusters/{cluster_id}/topics/{topic}/records")
-            self.state.metrics.count_error(error)
-            payload = (msgspec.json.encode(error_body(error)) + SEPARATOR) * _count(records)
+            return self._group_error(e, cluster_id, topic, _count(records))
+
+    async def _reports(self, submitted: "Submitted | bytes") -> tuple[bytes, None]:
+        if isinstance(submitted, bytes):
+            return submitted, None
+        try:
+            payload, _ = await answer(self.state.produce, submitted)
+        except Exception as e:
+            payload = self._group_error(e, submitted.cluster_id, submitted.topic, submitted.converted.count)
         return payload, None
+
+    def _group_error(self, e: Exception, cluster_id: str, topic: str, count: int) -> bytes:
+        error = e if isinstance(e, E.KafkaError) else \
+            unexpected_error(e, "POST", f"/v3/clusters/{cluster_id}/topics/{topic}/records")
+        self.state.metrics.count_error(error)
+        return (msgspec.json.encode(error_body(error)) + SEPARATOR) * count
 
     def _refuse(self, error: E.KafkaError):
         self.state.metrics.count_error(error)

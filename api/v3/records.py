@@ -147,16 +147,24 @@ def decode_strings(body: bytes, now_ms: int) -> "Converted | None":
 
 class ObjectScanner:
     """Finds complete top-level JSON objects in a growing buffer (a streamed body): ``feed`` bytes, take
-    ``objects()``.  A byte outside an object that is not whitespace ends the stream (``error``)."""
+    ``objects()``.  A byte outside an object that is not whitespace ends the stream (``error``), and so does
+    an object growing past ``max_object_bytes``.
+
+    The scan is incremental -- it resumes where the last one stopped, inside a string too -- so a body
+    streamed in many small chunks costs time in proportion to its size, not to its size squared.
+    """
 
     _TOKEN = re.compile(rb'[][{}"]')
-    _STRING_END = re.compile(rb'(?:[^"\\]|\\.)*"', re.S)
+    _STRING_REST = re.compile(rb'(?:[^"\\]|\\.)*', re.S)  # a string's characters up to its quote (or a lone \)
     _SPACE = re.compile(rb"\s*")
 
     def __init__(self, max_object_bytes: int) -> None:
         self.buffer = bytearray()
         self.max_object_bytes = max_object_bytes
         self.error: KafkaError | None = None
+        self._depth = 0  # nesting depth of the object being scanned (0: between objects)
+        self._resume = 0  # where the scan of the buffer goes on
+        self._in_string = False
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -164,40 +172,52 @@ class ObjectScanner:
     def objects(self) -> list[bytes]:
         """The complete objects now in the buffer, removed from it, in order."""
         out: list[bytes] = []
-        buf = bytes(self.buffer)
-        pos = self._SPACE.match(buf).end()
-        while pos < len(buf) and self.error is None:
-            if buf[pos] != 0x7B:  # "{"
-                self.error = BadRequest(f"malformed request: expected a JSON object at byte {pos} of the stream")
-                break
-            end = self._object_end(buf, pos)
+        buf = self.buffer
+        while self.error is None:
+            if self._depth == 0:  # between objects: skip whitespace; the next byte must open one
+                pos = self._SPACE.match(buf, self._resume).end()
+                del buf[:pos]
+                self._resume = 0
+                if not buf:
+                    break
+                if buf[0] != 0x7B:  # "{"
+                    self.error = BadRequest("malformed request: expected a JSON object in the stream")
+                    break
+            end = self._scan(buf)
             if end is None:
-                if len(buf) - pos > self.max_object_bytes:
+                if len(buf) > self.max_object_bytes:
                     self.error = MessageTooLarge(f"a record of the stream is larger than the front's limit of "
                                                  f"{self.max_object_bytes} bytes (max_request_bytes)")
                 break
-            out.append(buf[pos:end])
-            pos = self._SPACE.match(buf, end).end()
-        del self.buffer[:pos]
+            out.append(bytes(buf[:end]))
+            del buf[:end]
+            self._resume = 0
         return out
 
-    def _object_end(self, buf: bytes, start: int) -> int | None:
-        depth = 0
-        pos = start
+    def _scan(self, buf: bytearray) -> int | None:
+        """The end of the object starting at 0, or None (the state is kept to resume when more bytes come)."""
+        pos, depth = self._resume, self._depth
         while True:
+            if self._in_string:
+                pos = self._STRING_REST.match(buf, pos).end()
+                if pos >= len(buf) or buf[pos] != 0x22:  # no closing quote yet (or a lone backslash at the end)
+                    self._resume, self._depth = pos, depth
+                    return None
+                self._in_string = False
+                pos += 1
+                continue
             m = self._TOKEN.search(buf, pos)
             if m is None:
+                self._resume, self._depth = len(buf), depth
                 return None
+            pos = m.end()
             c = buf[m.start()]
-            if c == 0x22:  # a string: skip to its closing quote, or wait for more bytes
-                s = self._STRING_END.match(buf, m.end())
-                if s is None:
-                    return None
-                pos = s.end()
+            if c == 0x22:
+                self._in_string = True
                 continue
             depth += 1 if c in (0x7B, 0x5B) else -1
-            pos = m.end()
             if depth == 0:
+                self._depth = 0
                 return pos
 
 

@@ -127,9 +127,22 @@ def test_create_topic_produce_and_browse(browser, front, admin):
     page.get_by_label("Show as").select_option("hex")
     page.get_by_role("button", name="Show messages").click()
     expect(page.locator("#messages pre.value").first).to_contain_text("7b 22 6f 72 64 65 72 22")  # {"order"
+    page.get_by_label("Show as").select_option("text")
+    page.get_by_label("From").select_option("timestamp")  # Kafka's offsets-for-times
+    page.get_by_label("Timestamp (ISO)").fill("2000-01-01T00:00:00Z")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
+    expect(page.locator("#messages")).to_contain_text("user-7")
+    page.get_by_label("Timestamp (ISO)").fill("2999-01-01T00:00:00Z")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages")).to_contain_text("No messages.")
+    page.get_by_label("From").select_option("latest")
     page.get_by_label("Key contains").fill("nobody")
     page.get_by_role("button", name="Show messages").click()
     expect(page.locator("#messages")).to_contain_text("No messages.")
+    page.get_by_label("Key contains").fill("user")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
     # what the page produced is in the log, through the API
     rec = admin.get(f"/v1/topics/{name}/partitions/1/records", params={"offset": 0}).json()["records"][0]
     assert (rec["key"], json.loads(rec["value"])["order"], rec["headers"]) == \
@@ -200,7 +213,7 @@ def test_storage_page(browser, front, admin):
         admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "v"}] * 10})
     page = login(browser, front, "alice", f"/ui/topics/{topic}/storage")
     expect(page.locator(".live-files")).to_have_text("3")
-    expect(page.locator("svg rect")).to_have_count(3)
+    expect(page.locator("svg rect")).to_have_count(6)  # each segment on the offset and on the time axis
     expect(page.locator("table.commits td.op").first).to_have_text("append")
     expect(page.locator("ul.due")).to_be_visible()
     shot(page, "console-storage")
@@ -268,3 +281,17 @@ def test_group_with_a_member_shows_it_and_refuses_a_reset(browser, front, admin)
         page.context.close()
     finally:
         admin.delete(f"/v1/groups/{group}/members/{member}")
+
+
+def test_record_content_is_shown_as_text_never_run(browser, front, admin):
+    topic = f"ok-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    hostile = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    assert admin.post(f"/v1/topics/{topic}/records", json={"records": [
+        {"key": hostile, "value": hostile, "headers": [{"key": "<b>h</b>", "value": hostile}]}]}).status_code == 200
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    page.get_by_role("button", name="Show messages").click()
+    expect(page.locator("#messages pre.value")).to_have_text(hostile)
+    assert page.evaluate("() => window.pwned === undefined")
+    assert page.locator("#messages script, #messages img, #messages b").count() == 0
+    page.context.close()

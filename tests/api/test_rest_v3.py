@@ -229,6 +229,10 @@ def test_per_record_errors_and_whole_request_refusals(http, cid):
     assert_error(http.post(url, content=b"", headers={"Content-Type": "application/json"}), 422, 422)
     assert_error(http.post(url, content=b'{"value": {', headers={"Content-Type": "application/json"}), 400, 400)
     assert_error(http.post(url, content=b"\xff\xfe", headers={"Content-Type": "application/json"}), 400, 400)
+    lone = b'{"value": {"type": "STRING", "data": "\\ud800"}}'  # a lone surrogate is no text
+    assert_error(http.post(url, content=lone, headers={"Content-Type": "application/json"}), 400, 400)
+    deep = b'{"value": {"type": "JSON", "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    assert_error(http.post(url, content=deep, headers={"Content-Type": "application/json"}), 400, 400)
     assert_error(http.post(url, content=b"value=1", headers={"Content-Type": "text/plain"}), 415, 415)
     assert_error(http.post(f"/v3/clusters/{cid}/topics/nope-{uuid.uuid4().hex[:6]}/records", json=good), 404, 40403)
     assert_error(http.post(f"/v3/clusters/other/topics/{topic}/records", json=good), 404, 404)
@@ -280,7 +284,12 @@ def test_streaming_mode_one_report_per_record(v3_front, http, cid):
     # a stream that stops inside a record
     status, text = chunked_post(v3_front, f"/v3/clusters/{cid}/topics/{topic}/records", [records[0], b'{"value": {'])
     assert [g["error_code"] for g in reports(text)] == [200, 400]
-    assert high_watermarks(http, topic) == [32]
+    # one record larger than the front's max_request_bytes (1 MiB here), streamed in pieces: a 413 report
+    huge = b'{"value": {"type": "STRING", "data": "' + b"z" * 1_500_000 + b'"}}'
+    status, text = chunked_post(v3_front, f"/v3/clusters/{cid}/topics/{topic}/records",
+                                [records[0]] + [huge[i:i + 65536] for i in range(0, len(huge), 65536)])
+    assert [g["error_code"] for g in reports(text)] == [200, 413]
+    assert high_watermarks(http, topic) == [33]
     assert http.get("/v1/health").status_code == 200
 
 
