@@ -339,7 +339,13 @@ class TransactionalIdAuthorizationFailed(KafkaError):
     code, name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 
 
-for _cls in (InvalidRequiredAcks, TransactionalIdAuthorizationFailed, UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
+class GroupSubscribedToTopic(KafkaError):
+    """OffsetDelete of a partition the group's members still consume."""
+
+    code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
              CoordinatorNotAvailable, InvalidReplicationFactor):
     _BY_CODE[_cls.code] = _cls
 
