@@ -1,8 +1,8 @@
 """One client connection: frames in, requests handled, responses out in request order.
 
 A frame is a 4-byte big-endian size and that many bytes.  A size outside
-``[8, max_frame_bytes]``, a header or body kio cannot parse, or bytes left
-after the body make the frame *malformed*: the connection is closed (only that
+``[8, max_frame_bytes]``, or a header or body kio cannot parse make the frame
+*malformed*: the connection is closed (only that
 one) and nothing of the frame was acted on.  A well-formed request for an API or
 version this listener does not serve gets ``UNSUPPORTED_VERSION`` and the
 connection stays open.
@@ -80,7 +80,7 @@ class Connection:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except MalformedFrame as e:
-            log.info("closing Kafka connection from %s: %s", self.peer, e)
+            log.warning("closing Kafka connection from %s: %s", self.peer, e)
         finally:
             await responses.put(None)
             try:

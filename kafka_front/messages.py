@@ -50,11 +50,10 @@ def read_header(frame: bytes, flexible: bool):
 
 
 def read_request(api_key: int, version: int, frame: bytes, offset: int):
-    """The request body at ``offset``; raises if it is malformed or does not end where the frame ends."""
-    cls = request_type(api_key, version)
-    value, size = entity_reader(cls)(frame, offset)
-    if offset + size != len(frame):
-        raise ValueError(f"{len(frame) - offset - size} bytes after the request body")
+    """The request body at ``offset``; raises if it is malformed.  Bytes after a well-formed body are ignored,
+    as Kafka's broker ignores them: librdkafka 2.x sends a field Metadata v11+ dropped
+    (include_cluster_authorized_operations), which a broker reads as an empty tagged field."""
+    value, _ = entity_reader(request_type(api_key, version))(frame, offset)
     return value
 
 
