@@ -49,7 +49,7 @@ APIS: dict[int, Api] = {
     14: Api("SyncGroup", 0, 5, groups.sync_group),
     15: Api("DescribeGroups", 0, 5, groups.describe_groups),
     16: Api("ListGroups", 0, 4, groups.list_groups),
-    SASL_HANDSHAKE: Api("SaslHandshake", 0, 1, sasl.handshake),
+    SASL_HANDSHAKE: Api("SaslHandshake", 1, 1, sasl.handshake),
     API_VERSIONS: Api("ApiVersions", 0, 3, api_versions),
     19: Api("CreateTopics", 2, 7, admin.create_topics),
     20: Api("DeleteTopics", 1, 6, admin.delete_topics),
