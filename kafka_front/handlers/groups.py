@@ -72,6 +72,15 @@ def encode_assignment(partitions: list[TopicPartition]) -> bytes:
     return buf.getvalue()
 
 
+def _member_call(fn, *args):
+    """A coordinator call about a member: an unknown group is the member's unknown id, as Kafka answers
+    (clients rejoin on UNKNOWN_MEMBER_ID; GROUP_ID_NOT_FOUND is not what they expect here)."""
+    try:
+        return fn(*args)
+    except GroupIdNotFound as e:
+        raise UnknownMemberId(e.message) from None
+
+
 def _authorize_group(ctx: "FrontContext", conn: "Connection", operation: str, group: str) -> None:
     ctx.authorizer.authorize(conn.principal, operation, GROUP, group)
 
@@ -125,9 +134,9 @@ async def sync_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> 
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
     # a heartbeat checks membership and generation, and answers REBALANCE_IN_PROGRESS while one is pending
-    await asyncio.to_thread(ctx.coordinator.heartbeat, req.group_id, req.member_id, req.generation_id,
-                            getattr(req, "group_instance_id", None))
-    desc = await asyncio.to_thread(ctx.coordinator.describe, req.group_id)
+    await asyncio.to_thread(_member_call, ctx.coordinator.heartbeat, req.group_id, req.member_id,
+                            req.generation_id, getattr(req, "group_instance_id", None))
+    desc = await asyncio.to_thread(_member_call, ctx.coordinator.describe, req.group_id)
     member = next((m for m in desc.members if m.member_id == req.member_id), None)
     if member is None:
         raise UnknownMemberId(f"member {req.member_id} is not a member of group {req.group_id}")
@@ -138,8 +147,8 @@ async def sync_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> 
 async def heartbeat(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
-    await asyncio.to_thread(ctx.coordinator.heartbeat, req.group_id, req.member_id, req.generation_id,
-                            getattr(req, "group_instance_id", None))
+    await asyncio.to_thread(_member_call, ctx.coordinator.heartbeat, req.group_id, req.member_id,
+                            req.generation_id, getattr(req, "group_instance_id", None))
     return {"error_code": 0}
 
 
@@ -153,7 +162,7 @@ async def leave_group(ctx: "FrontContext", conn: "Connection", rq: "Request") ->
             if not member_id and instance:  # a static member leaving by instance id
                 desc = await asyncio.to_thread(ctx.coordinator.describe, req.group_id)
                 member_id = next((m.member_id for m in desc.members if m.group_instance_id == instance), member_id)
-            await asyncio.to_thread(ctx.coordinator.leave, req.group_id, member_id)
+            await asyncio.to_thread(_member_call, ctx.coordinator.leave, req.group_id, member_id)
             out.append({"member_id": member_id, "group_instance_id": instance, "error_code": 0})
         except KafkaError as e:
             if rq.version < 3:

@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
 from front_process import Front, free_port, new_topic  # noqa: E402
 
+MAX_FRAME_BYTES = 2 << 20  # the shared front's request limit (and bound on what a batch decompresses to)
+
 
 def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, args: tuple = ()) -> Front:
     """A :class:`Front` that also serves Kafka's protocol; its address is ``front.bootstrap``."""
@@ -29,7 +31,8 @@ def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, ar
 def kafka_front(tmp_path_factory):
     f = kafka_front_process(str(tmp_path_factory.mktemp("kafka-root") / "root"),
                             tmp_path_factory.mktemp("kafka-logs"),
-                            env={"LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "1000"})
+                            env={"LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
+                                 "LAKELOG_MAX_REQUEST_BYTES": str(MAX_FRAME_BYTES)})
     f.start()
     yield f
     f.stop()
