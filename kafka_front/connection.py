@@ -54,6 +54,7 @@ class Connection:
         self.principal: Principal | None = None if ctx.authorizer.enabled else Principal(ANONYMOUS)
         self.sasl_mechanism: str | None = None
         self.sasl_state: object = None  # the SCRAM exchange in progress
+        self.producers: set[tuple[int, int]] = set()  # (id, epoch) of non-transactional producers checked here
         self.peer = writer.get_extra_info("peername")
 
     async def serve(self) -> None:

@@ -22,7 +22,6 @@ from lakelog.writer.committer import PartitionBatch
 from lakelog.writer.records import validate_records
 
 from api.auth import CLUSTER, TOPIC
-from api.services.produce import Prepared
 
 from kafka_front.record_batch import decode_batch, split_batches
 from kafka_front.record_table import batch_table
@@ -108,10 +107,13 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
                 answers[(topic, pd.index)] = {"error": e}
         if batches:
             queued.append((topic, batches))
-    producers = [Prepared(t, b, False) for t, b in queued]
+    # Unknown or fenced producer ids are refused before anything is queued.  A non-transactional id that passed
+    # once on this connection stays valid (only transactional epochs move), so it is not read again.
+    unchecked = {(b.producer_id, b.producer_epoch) for _, bs in queued for b in bs if b.idempotent} - conn.producers
     try:
-        if any(p.idempotent for p in producers):
-            await asyncio.to_thread(lambda: [ctx.produce.check_producers(p) for p in producers])
+        if unchecked:
+            transactional = await asyncio.to_thread(lambda: {p: ctx.log.registry.check(*p) for p in unchecked})
+            conn.producers.update(p for p, tx in transactional.items() if not tx)
     except KafkaError as e:  # an unknown or fenced producer id: nothing of the request is written
         ctx.metrics.count_error(e)
         for t, bs in queued:

@@ -19,6 +19,13 @@ from kafka_front.record_table import batch_table
 
 LIMIT = 1 << 20
 
+
+def headers_of(b) -> list:
+    """The batch's headers as lists of (key, value) per record (None: no headers)."""
+    if b.headers is None:
+        return [None] * len(b)
+    return [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in b.headers.to_pylist()]
+
 CASES = [
     # (name, keys, values, headers)
     ("one value", [None], [b"v"], None),
@@ -42,8 +49,8 @@ def test_encode_decode_round_trip(name, keys, values, headers, codec):
     [one] = split_batches(data)
     b = decode_batch(one, max_decompressed_bytes=LIMIT)
     assert (b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.compression) == (42, 9, 3, 100, codec)
-    assert b.keys == keys and b.values == values and b.timestamps == stamps
-    assert b.headers == (headers or [None] * n)
+    assert b.keys.to_pylist() == keys and b.values.to_pylist() == values and b.timestamps.tolist() == stamps
+    assert headers_of(b) == (headers or [None] * n)
     assert b.max_timestamp == max(stamps) and b.last_offset_delta == n - 1
 
 
@@ -70,8 +77,9 @@ def test_kio_encoding_decodes_with_ours():
     write_batch(buf, NewRecordBatch(producer_id=7, producer_epoch=1, base_sequence=0, records=records,
                                     attributes=0))
     b = decode_batch(split_batches(buf.getvalue())[0], max_decompressed_bytes=LIMIT)
-    assert b.values == [b"v" * i for i in range(10)] and b.keys == [b"k%d" % i for i in range(10)]
-    assert b.headers == [[("h", b"%d" % i)] for i in range(10)]
+    assert b.values.to_pylist() == [b"v" * i for i in range(10)]
+    assert b.keys.to_pylist() == [b"k%d" % i for i in range(10)]
+    assert headers_of(b) == [[("h", b"%d" % i)] for i in range(10)]
     assert b.producer_id == 7
 
 
@@ -162,3 +170,31 @@ def test_record_timestamps_are_checked(stamps, ok):
     else:
         with pytest.raises(InvalidTimestamp):
             batch_table(b)
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("with_headers", [False, True])  # the columnar decoder, and the per-record one
+def test_mutated_batches_decode_or_fail_as_corrupt(with_headers):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    n = 20
+    raw = encode_batch(base_offset=0, offset_deltas=list(range(n)), timestamps=[1000 + 300 * i for i in range(n)],
+                       keys=[b"k" * (i * 7 % 90) if i % 3 else None for i in range(n)],
+                       values=[b"v" * (i * 13 % 150) for i in range(n)],
+                       headers=[[("h", b"x")] if with_headers and i % 4 == 0 else None for i in range(n)])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.integers(HEADER_SIZE, len(raw) - 1), st.integers(0, 255)), min_size=1,
+                    max_size=4))
+    def check(mutations):
+        data = bytearray(raw)
+        for at, value in mutations:
+            data[at] = value
+        try:
+            b = decode_batch(_with_crc(bytes(data)), max_decompressed_bytes=LIMIT)
+        except CorruptRecord:
+            return
+        assert len(b) == n and len(b.keys) == len(b.values) == len(b.timestamps) == n
+
+    check()
