@@ -198,3 +198,22 @@ def test_mutated_batches_decode_or_fail_as_corrupt(with_headers):
         assert len(b) == n and len(b.keys) == len(b.values) == len(b.timestamps) == n
 
     check()
+
+
+@pytest.mark.parametrize("name,keys,values,headers", [c for c in CASES if c[3] is None],
+                         ids=[c[0] for c in CASES if c[3] is None])
+def test_columnar_encoder_writes_the_same_bytes(name, keys, values, headers):
+    import numpy as np
+    import pyarrow as pa
+
+    from kafka_front.record_batch import encode_columns
+
+    n = len(values)
+    offsets = [1000 + 3 * i for i in range(n)]  # gaps, as after compaction
+    stamps = [1_700_000_000_000 + (-1) ** i * i for i in range(n)]
+    want = encode_batch(base_offset=1000, offset_deltas=[o - 1000 for o in offsets], timestamps=stamps, keys=keys,
+                        values=values, producer_id=3, producer_epoch=2, base_sequence=7, log_append_time=True)
+    got = encode_columns(base_offset=1000, offsets=np.array(offsets), timestamps=np.array(stamps),
+                         keys=pa.array(keys, pa.binary()), values=pa.array(values, pa.binary()), producer_id=3,
+                         producer_epoch=2, base_sequence=7, log_append_time=True)
+    assert got == want
