@@ -177,3 +177,10 @@ def test_producing_to_a_missing_topic_fails_without_creating_it(bootstrap, http)
     assert http.get("/v1/topics/no-such-topic-kafka").status_code == 404
     with pytest.raises(KafkaException):
         raise KafkaException(errors[0])
+
+
+def test_kafka_traffic_shows_in_the_fronts_metrics(bootstrap, topic, http):
+    produce_confluent(bootstrap, topic, [(None, b"m", None, None, 0)])
+    text = http.get("/metrics").text
+    assert 'lakelog_kafka_request_duration_seconds_count{api="Produce"}' in text
+    assert f'lakelog_records_in_total{{topic="{topic}"}} 1.0' in text
