@@ -40,8 +40,14 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
         state.commit_listeners.append(waiter.notify)
         adv_host, adv_port = parse_address(advertised) if advertised else (host, port)
 
+        open_writers: set[asyncio.StreamWriter] = set()
+
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await Connection(ctx, reader, writer).serve()
+            open_writers.add(writer)
+            try:
+                await Connection(ctx, reader, writer).serve()
+            finally:
+                open_writers.discard(writer)
 
         server = await asyncio.start_server(serve, host, port, reuse_address=True, limit=1 << 20)
         bound = server.sockets[0].getsockname()[1]
@@ -55,6 +61,8 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
 
         async def stop() -> None:
             server.close()
+            for w in list(open_writers):  # idle clients would otherwise hold wait_closed (Python >= 3.12)
+                w.close()
             await server.wait_closed()
 
         return stop
