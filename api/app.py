@@ -13,12 +13,13 @@ import asyncio
 import gc
 import logging
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
 from lakelog import Log, __version__
 from lakelog.group.consumer_offsets import OffsetStore
@@ -46,8 +47,15 @@ DESCRIPTION = """Kafka's produce, fetch, topic admin and offset commits over HTT
 Every error body is `{"error_code", "error_name", "message"}` with Kafka's error code; see docs/http.md."""
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """A front over ``settings.root``; a bad auth file fails here, before anything starts."""
+StartHook = Callable[[State], Awaitable[Callable[[], Awaitable[None]]]]
+
+
+def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook] = ()) -> FastAPI:
+    """A front over ``settings.root``; a bad auth file fails here, before anything starts.
+
+    ``on_start``: coroutines run once the shared objects exist (``app.state``), each returning a coroutine
+    that stops what it started; ``lakelog serve --kafka-listener`` starts the Kafka listener this way.
+    ``app.state.commit_listeners`` are called after each commit as ``(topic, records, bytes, seconds)``."""
     settings = settings or Settings.from_env()
     authorizer = Authorizer.from_file(settings.auth_file) if settings.auth_file else Authorizer.open()
     metrics = Metrics()
@@ -55,8 +63,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log = Log(settings.root, storage_options=settings.storage_options or None)
+        listeners: list[Callable] = [metrics.on_commit]
+        app.state.commit_listeners = listeners
+
+        def on_commit(*args) -> None:
+            for listener in listeners:
+                listener(*args)
+
         accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
-                                      buffer_memory=settings.buffer_memory, on_commit=metrics.on_commit)
+                                      buffer_memory=settings.buffer_memory, on_commit=on_commit)
         metrics.watch_accumulator(lambda: accumulator.buffered_bytes, settings.buffer_memory)
         metadata = TopicMetadata(log, settings.metadata_max_age_ms)
         app.state.log = log
@@ -73,10 +88,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await run_in_threadpool(ProduceService.warm_up)
         # What exists now lives as long as the process: keep it out of the collector's generations, so a
         # full collection scans only request garbage, not the whole start-up heap, at the latency tail.
+        stops = [await hook(app.state) for hook in on_start]
         gc.freeze()
         try:
             yield
         finally:
+            for stop in reversed(stops):
+                await stop()
             ticker.cancel()
             await run_in_threadpool(accumulator.close)
             await run_in_threadpool(log.close)

@@ -6,6 +6,7 @@
 * ``lakelog_commit_duration_seconds{topic}`` -- latency of the accumulator's Delta commits;
 * ``lakelog_accumulator_buffered_bytes`` / ``lakelog_accumulator_buffer_memory_bytes`` -- the
   accumulator's fill and its limit (``buffer.memory``);
+* ``lakelog_kafka_request_duration_seconds{api}`` -- Kafka protocol request latency (the Kafka listener);
 * ``lakelog_errors_total{error_code,error_name}`` -- errors answered, whole-request or per partition.
 
 Thread-safe (prometheus-client's metrics are).
@@ -44,6 +45,9 @@ class Metrics:
                                       "Bytes accepted but not yet committed.", registry=r)
         self.accumulator_limit = Gauge("lakelog_accumulator_buffer_memory_bytes",
                                        "The accumulator's buffer.memory.", registry=r)
+        self.kafka_request_duration = Histogram("lakelog_kafka_request_duration_seconds",
+                                                "Kafka protocol request latency, per API.", ["api"],
+                                                buckets=LATENCY_BUCKETS, registry=r)
         self.errors = Counter("lakelog_errors", "Errors answered, by Kafka error code.",
                               ["error_code", "error_name"], registry=r)
 
@@ -56,6 +60,9 @@ class Metrics:
         self.records_in.labels(topic).inc(records)
         self.bytes_in.labels(topic).inc(nbytes)
         self.commit_duration.labels(topic).observe(seconds)
+
+    def observe_kafka(self, api: str, seconds: float) -> None:
+        self.kafka_request_duration.labels(api).observe(seconds)
 
     def count_error(self, error: KafkaError) -> None:
         self.errors.labels(str(error.code), error.name).inc()

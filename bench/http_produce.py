@@ -119,14 +119,15 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None
 class FrontProcess:
     """``lakelog serve`` in a child process with the bench endpoints on."""
 
-    def __init__(self, root: str, workdir: Path, env: dict[str, str] | None = None, linger_ms: float = 5) -> None:
+    def __init__(self, root: str, workdir: Path, env: dict[str, str] | None = None, linger_ms: float = 5,
+                 args: tuple[str, ...] = ()) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         child_env = {**os.environ, **(env or {}), "LAKELOG_BENCH_ENDPOINTS": "1", "PYTHONPATH": str(REPO),
                      "LAKELOG_LINGER_MS": str(linger_ms)}
         self.log = open(workdir / f"front-{self.port}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "serve", "--root", root,
-                                      "--port", str(self.port)], cwd=str(REPO), env=child_env,
+                                      "--port", str(self.port), *args], cwd=str(REPO), env=child_env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         _wait_http(f"{self.url}/v1/health", self.proc)
 

@@ -291,6 +291,65 @@ class InvalidRecord(KafkaError):
 _BY_CODE[InvalidRecord.code] = InvalidRecord
 
 
+class UnsupportedSaslMechanism(KafkaError):
+    """The client asked for a SASL mechanism this listener does not offer."""
+
+    code, name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslState(KafkaError):
+    """A request arrived before the connection finished SASL authentication."""
+
+    code, name = 34, "ILLEGAL_SASL_STATE"
+
+
+class UnsupportedVersion(KafkaError):
+    """The API or its version is not supported by this listener."""
+
+    code, name = 35, "UNSUPPORTED_VERSION"
+
+
+class UnsupportedCompressionType(KafkaError):
+    """The record batch uses a compression codec this server does not know."""
+
+    code, name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class CoordinatorNotAvailable(KafkaError):
+    """The coordinator of the key type asked for is not served here (e.g. transactions)."""
+
+    code, name, retriable = 15, "COORDINATOR_NOT_AVAILABLE", True
+
+
+class InvalidReplicationFactor(KafkaError):
+    """A replication factor other than -1 or 1 (lakelog's storage does the replication)."""
+
+    code, name = 38, "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidRequiredAcks(KafkaError):
+    """A produce request's acks is not 0, 1 or -1."""
+
+    code, name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class TransactionalIdAuthorizationFailed(KafkaError):
+    """Transactions are not served by this front yet."""
+
+    code, name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class GroupSubscribedToTopic(KafkaError):
+    """OffsetDelete of a partition the group's members still consume."""
+
+    code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
+             CoordinatorNotAvailable, InvalidReplicationFactor):
+    _BY_CODE[_cls.code] = _cls
+
+
 def is_storage_failure(e: BaseException) -> bool:
     """The store failed (I/O, network, permissions, a full or read-only disk, delta-rs I/O)."""
     if isinstance(e, OSError):

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TOP_LEVEL = ("lakelog", "api", "jobs", "bench")
+TOP_LEVEL = ("lakelog", "api", "kafka_front", "jobs", "bench")
 
 
 def map_entries() -> list[str]:

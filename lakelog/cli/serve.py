@@ -1,6 +1,7 @@
 """``lakelog serve``: run the HTTP front (FastAPI on uvicorn) over a storage root.
 
     lakelog serve [--root ROOT] [--host 127.0.0.1] [--port 8080] [--auth-file FILE]
+                  [--kafka-listener HOST:PORT] [--kafka-advertised HOST:PORT] [--sasl-file FILE]
                   [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES]
                   [--max-request-bytes BYTES] [--access-log]
 
@@ -27,6 +28,12 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
     p.add_argument("--auth-file", metavar="FILE",
                    help="JSON file of bearer tokens and ACLs (docs/http.md); without it the front is open")
+    p.add_argument("--kafka-listener", metavar="HOST:PORT",
+                   help="also serve Kafka's wire protocol here (docs/kafka-clients.md), e.g. 127.0.0.1:9092")
+    p.add_argument("--kafka-advertised", metavar="HOST:PORT",
+                   help="the address Kafka clients are told to connect to (default: the listener's)")
+    p.add_argument("--sasl-file", metavar="FILE",
+                   help="JSON of SASL users for the Kafka listener (PLAIN, SCRAM-SHA-256/512; docs/kafka-clients.md)")
     p.add_argument("--linger-ms", type=float, metavar="MS", help="group-commit linger (default 5)")
     p.add_argument("--batch-size", type=int, metavar="BYTES", help="commit once this many bytes are pending")
     p.add_argument("--buffer-memory", type=int, metavar="BYTES",
@@ -46,12 +53,23 @@ def run(args: argparse.Namespace) -> int:
         root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
         buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes)
-    app = create_app(settings)  # a bad auth file fails here, before binding
+    hooks = []
+    if args.kafka_listener:
+        from kafka_front.listener import kafka_listener
+
+        try:
+            hooks.append(kafka_listener(args.kafka_listener, advertised=args.kafka_advertised,
+                                        sasl_file=args.sasl_file, max_frame_bytes=settings.max_request_bytes))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    app = create_app(settings, on_start=hooks)  # a bad auth file fails here, before binding
     if settings.auth_file is None:
         exposure = ("reachable from this machine only" if settings.host in ("127.0.0.1", "localhost", "::1")
                     else f"REACHABLE FROM THE NETWORK on {settings.host}")
         print(f"WARNING: no --auth-file given: the front is open to every client ({exposure})",
               file=sys.stderr, flush=True)
-    print(f"lakelog front on http://{settings.host}:{settings.port} (docs at /docs)", file=sys.stderr, flush=True)
+    print(f"lakelog front on http://{settings.host}:{settings.port} (docs at /docs)"
+          + (f", Kafka protocol on {args.kafka_listener}" if args.kafka_listener else ""), file=sys.stderr, flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=args.access_log)
     return 0

@@ -221,6 +221,16 @@ class OffsetStore:
         self._write(group, [{"key": encode_key(group, t, p), "value": None} for t, p in keys])
         return len(keys)
 
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
+        """Delete ``group``'s committed offsets of ``(topic, partition)`` (Kafka's OffsetDelete; tombstones);
+        returns how many existed."""
+        validate_group_id(group)
+        wanted = set(partitions)
+        keys = [(e.topic, e.partition) for e in self.fetch(group) if (e.topic, e.partition) in wanted]
+        if keys:
+            self._write(group, [{"key": encode_key(group, t, p), "value": None} for t, p in keys])
+        return len(keys)
+
     # -- group metadata (the coordinator's GroupStore) ---------------------------------------
     def save_group(self, group: str, metadata: dict | None) -> None:
         """Save the coordinator's state of ``group`` (None deletes it)."""

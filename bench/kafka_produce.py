@@ -1,0 +1,260 @@
+"""The Kafka listener: librdkafka and kafka-python against the HTTP JSON path, in one run, plus the codec.
+
+Side by side, each repeat running every system in turn on a fresh 8-partition topic of one
+``lakelog serve --kafka-listener`` (linger.ms 5 server-side):
+
+* **confluent-kafka producer** -- 100-byte values, null keys, ``linger.ms=5``, ``compression.type=lz4``,
+  ``acks=all``, idempotent; records/s from the first ``produce()`` to the end of ``flush()``;
+* **HTTP JSON produce** -- ``bench.http_produce``'s load (1,000 records per request, 8 clients);
+* **kafka-python producer** -- the pure-Python reference, same settings (fewer records);
+* **p99 ack at half rate** -- the confluent-kafka producer paced at half its measured rate; latency per
+  record from ``produce()`` to its delivery callback;
+* **confluent-kafka consumer** -- draining a topic from offset 0 (``assign``, no group), records/s;
+* **codec** -- record batch v2 encode, decode and CRC32C of 1,000 100-byte records, in-process.
+
+The clients share the machine's CPUs with the front (and, on a shared machine, with whatever else runs):
+besides records/s, each system's CPU cost is reported -- records per CPU-second of the front process and of
+the client process -- which contention on the machine does not change much.  Figures are medians of
+``repeats`` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+from bench import BenchContext, BenchResult, Goal, md_table, median, percentile
+from bench.http_produce import JSON_RECORDS, FrontProcess, _create_topic, _free_port, http_load, json_body
+
+TITLE = "Kafka protocol: librdkafka and kafka-python vs HTTP JSON produce, consumer drain, codec"
+VALUE_BYTES = 100
+GOAL_PRODUCE = 500_000
+GOAL_CONSUME = 1_000_000
+GOAL_P99_MS = 50.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Cpu:
+    """Measures one load: wall seconds, and CPU seconds of the front (``pid``) and of this (client) process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def __enter__(self) -> "Cpu":
+        self.t, self.server, self.client = time.perf_counter(), _cpu_seconds(self.pid), _own_cpu()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.t
+        self.server = _cpu_seconds(self.pid) - self.server
+        self.client = _own_cpu() - self.client
+
+
+def _values(n: int) -> list[bytes]:
+    base = os.urandom(VALUE_BYTES + 64).hex().encode()
+    return [base[i % 64:i % 64 + VALUE_BYTES] for i in range(n)]
+
+
+def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0) -> tuple[float, list[float]]:
+    """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "acks": "all",
+                  "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
+                  "batch.size": 1_000_000})
+    values = _values(1024)
+    latencies: list[float] = []
+    errors = []
+    sent = {}
+
+    def done(err, msg) -> None:
+        if err is not None:
+            errors.append(err)
+        elif interval_s:
+            latencies.append(time.perf_counter() - sent.pop(msg.opaque() if hasattr(msg, "opaque") else 0, 0))
+
+    started = time.perf_counter()
+    if interval_s:
+        for i in range(n):
+            target = started + i * interval_s
+            while time.perf_counter() < target:
+                p.poll(0)
+            t = time.perf_counter()
+            p.produce(topic, values[i % 1024], on_delivery=lambda err, msg, t=t: (
+                errors.append(err) if err else latencies.append(time.perf_counter() - t)))
+            p.poll(0)
+    else:
+        for i in range(n):
+            while True:
+                try:
+                    p.produce(topic, values[i % 1024], on_delivery=done)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+            if i % 1000 == 0:
+                p.poll(0)
+    assert p.flush(300) == 0 and not errors, errors[:3]
+    return n / (time.perf_counter() - started), latencies
+
+
+def kafka_python_produce(bootstrap: str, topic: str, n: int) -> float:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, compression_type="lz4", acks="all",
+                      batch_size=1 << 20)
+    values = _values(1024)
+    started = time.perf_counter()
+    for i in range(n):
+        p.send(topic, values[i % 1024])
+    p.flush(300)
+    elapsed = time.perf_counter() - started
+    p.close()
+    return n / elapsed
+
+
+def confluent_drain(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
+                  "max.partition.fetch.bytes": 8 << 20, "queued.max.messages.kbytes": 1 << 20})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    started = time.perf_counter()
+    deadline = started + 600
+    while got < n and time.perf_counter() < deadline:
+        got += len(c.consume(10_000, 1.0))
+    elapsed = time.perf_counter() - started
+    c.close()
+    assert got >= n, f"drained {got} of {n}"
+    return got / elapsed
+
+
+def codec_rates(records: int = 1000, rounds: int = 200) -> dict[str, float]:
+    import numpy as np
+    import pyarrow as pa
+    from crc32c import crc32c
+
+    from kafka_front.record_batch import decode_batch, encode_columns
+
+    values = pa.array(_values(records), pa.binary())
+    kw = dict(base_offset=0, offsets=np.arange(records), timestamps=np.full(records, 1_700_000_000_000),
+              keys=pa.nulls(records, pa.binary()), values=values)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        data = encode_columns(**kw)
+    encode = records * rounds / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        decode_batch(data, max_decompressed_bytes=1 << 30)
+    decode = records * rounds / (time.perf_counter() - t)
+    big = os.urandom(1 << 20)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        crc32c(big)
+    crc = rounds * len(big) / (time.perf_counter() - t) / 1e9
+    return {"encode": encode, "decode": decode, "crc_gb_s": crc}
+
+
+def run(ctx: BenchContext) -> BenchResult:
+    n_produce = ctx.size(500_000, 5_000)
+    n_python = ctx.size(50_000, 1_000)
+    n_drain = ctx.size(5_000_000, 5_000)
+    http_requests = ctx.size(60, 3)
+    partitions = 8
+    kafka_port = _free_port()
+    bootstrap = f"127.0.0.1:{kafka_port}"
+    front = FrontProcess(str(ctx.workdir / "kafka-root"), ctx.workdir, args=("--kafka-listener", bootstrap))
+    series: dict[str, list[float]] = {"confluent": [], "http": [], "kafka_python": [], "drain": [], "p99": []}
+    per_cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in ("confluent", "http", "kafka_python", "drain")}
+    pid = front.proc.pid
+
+    def measured(name: str, records: int, load) -> float:
+        with Cpu(pid) as cpu:
+            rate = load()
+        per_cpu[name].append((records / max(cpu.server, 1e-9), records / max(cpu.client, 1e-9)))
+        return rate
+
+    try:
+        def topic() -> str:
+            return _create_topic(front.url)
+
+        jbody = json_body(JSON_RECORDS)
+        for i in range(ctx.repeats):
+            ctx.progress(f"repeat {i + 1}/{ctx.repeats}")
+            t = topic()
+            series["confluent"].append(measured("confluent", n_produce,
+                                                lambda: confluent_produce(bootstrap, t, n_produce)[0]))
+            url = f"{front.url}/v1/topics/{topic()}/records"
+            series["http"].append(measured("http", http_requests * 8 * JSON_RECORDS, lambda: http_load(
+                url, jbody, "application/json", JSON_RECORDS, http_requests).records_per_s))
+            t = topic()
+            series["kafka_python"].append(measured("kafka_python", n_python,
+                                                   lambda: kafka_python_produce(bootstrap, t, n_python)))
+        half = median(series["confluent"]) / 2
+        ctx.progress(f"p99 at half rate ({half:,.0f} records/s)")
+        for _ in range(ctx.repeats):
+            n = ctx.size(int(half * 5), 2_000)
+            _, lat = confluent_produce(bootstrap, topic(), n, interval_s=1 / half)
+            series["p99"].append(percentile(lat, 0.99) * 1000)
+        ctx.progress(f"drain topic: {n_drain:,} records")
+        drain_topic = topic()
+        done = 0
+        while done < n_drain:
+            step = min(n_drain - done, 1_000_000)
+            confluent_produce(bootstrap, drain_topic, step)
+            done += step
+        for _ in range(ctx.repeats):
+            series["drain"].append(measured("drain", n_drain,
+                                            lambda: confluent_drain(bootstrap, drain_topic, partitions, n_drain)))
+    finally:
+        front.close()
+    codec = [codec_rates(records=10_000, rounds=ctx.size(50, 2)) for _ in range(ctx.repeats)]
+    m = {k: median(v) for k, v in series.items()}
+    enc, dec, crc = (median([c[k] for c in codec]) for k in ("encode", "decode", "crc_gb_s"))
+    ratio = m["confluent"] / m["http"] if m["http"] else 0.0
+    cpu = {k: (median([a for a, _ in v]), median([b for _, b in v])) for k, v in per_cpu.items()}
+
+    def row(name: str, key: str, vs: str) -> list[str]:
+        return [name, f"{m[key]:,.0f}", vs, f"{cpu[key][0]:,.0f}", f"{cpu[key][1]:,.0f}"]
+
+    rows = [
+        row("confluent-kafka producer (lz4, linger.ms 5, acks=all, idempotent)", "confluent", f"{ratio:.2f}x"),
+        row("HTTP JSON produce (1,000/request, 8 clients)", "http", "1.00x"),
+        row("kafka-python producer (pure Python reference)", "kafka_python",
+            f"{m['kafka_python'] / m['http']:.2f}x" if m["http"] else "-"),
+        row(f"confluent-kafka consumer drain ({n_drain:,} records)", "drain", "-"),
+    ]
+    md = md_table(["system", "records/s (median)", "vs HTTP JSON", "records per front CPU-s",
+                   "records per client CPU-s"], rows)
+    md += f"\n\np99 ack latency at half the confluent-kafka rate ({m['confluent'] / 2:,.0f} records/s): " \
+          f"**{m['p99']:.1f} ms**\n\n"
+    md += md_table(["codec (batches of 10,000 100-byte records)", "rate"],
+                   [["record batch encode", f"{enc:,.0f} records/s"], ["record batch decode (with CRC check)",
+                                                                       f"{dec:,.0f} records/s"],
+                    ["CRC32C", f"{crc:.1f} GB/s"]])
+    goals = [
+        Goal(f"confluent-kafka produce >= {GOAL_PRODUCE:,} records/s", m["confluent"] >= GOAL_PRODUCE,
+             f"{m['confluent']:,.0f} records/s"),
+        Goal("confluent-kafka produce >= 1.0x HTTP JSON", ratio >= 1.0, f"{ratio:.2f}x"),
+        Goal(f"p99 ack <= {GOAL_P99_MS:.0f} ms at half rate", m["p99"] <= GOAL_P99_MS, f"{m['p99']:.1f} ms"),
+        Goal(f"consumer drain >= {GOAL_CONSUME:,} records/s", m["drain"] >= GOAL_CONSUME, f"{m['drain']:,.0f} records/s"),
+    ]
+    summary = [f"confluent-kafka produce {m['confluent']:,.0f} rec/s ({ratio:.2f}x HTTP JSON {m['http']:,.0f})",
+               f"kafka-python produce {m['kafka_python']:,.0f} rec/s", f"p99 at half rate {m['p99']:.1f} ms",
+               f"confluent-kafka drain {m['drain']:,.0f} rec/s",
+               f"codec encode {enc:,.0f} rec/s, decode {dec:,.0f} rec/s, CRC32C {crc:.1f} GB/s"]
+    summary.append("front CPU cost: " + ", ".join(f"{k} {v[0]:,.0f} rec/CPU-s" for k, v in cpu.items()))
+    return BenchResult(md, summary, {**m, "ratio": ratio, "encode": enc, "decode": dec, "crc_gb_s": crc}, goals)

@@ -1,0 +1,150 @@
+"""Produce and InitProducerId, over the HTTP front's produce path (the same accumulator, producer state,
+sequence checks and errors).
+
+Per partition: every batch is split, CRC-checked and decoded (compressed
+records bounded by the listener's frame limit) before anything is queued, so a
+partition with one bad batch writes nothing; other partitions of the request
+are unaffected, as in Kafka.  Idempotent batches keep their producer id, epoch
+and base sequence; the committer checks them atomically with the commit.
+acks=1 and acks=-1 both answer after the commit (storage is the only replica);
+acks=0 answers nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from lakelog.errors import (InvalidRequest, InvalidRequiredAcks, InvalidTopic, KafkaError,
+                            TopicAuthorizationFailed, TransactionalIdAuthorizationFailed, UnknownTopicOrPartition)
+from lakelog.storage.topic_name import is_internal, validate_topic_name
+from lakelog.writer.committer import PartitionBatch
+from lakelog.writer.records import validate_records
+
+from api.auth import CLUSTER, TOPIC
+
+from kafka_front.record_batch import decode_batch, split_batches
+from kafka_front.record_table import batch_table
+from kafka_front.request import NO_RESPONSE
+
+if TYPE_CHECKING:
+    from lakelog.storage.topic_snapshot import TopicSnapshot
+
+    from kafka_front.connection import Connection
+    from kafka_front.context import FrontContext
+    from kafka_front.request import Request
+
+INLINE_DECODE_BYTES = 256 << 10  # larger partitions decode in a worker thread, keeping the loop responsive
+
+
+async def init_producer_id(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    if rq.body.transactional_id is not None:
+        raise TransactionalIdAuthorizationFailed("transactions are not served by lakelog's Kafka listener yet; "
+                                                 "use enable.idempotence without transactional.id")
+    ctx.authorizer.authorize(conn.principal, "IdempotentWrite", CLUSTER)
+    ident = await asyncio.to_thread(ctx.log.init_producer, None)
+    return {"error_code": 0, "producer_id": ident.producer_id, "producer_epoch": ident.producer_epoch}
+
+
+async def _snapshot(ctx: "FrontContext", topic: str, partition: int) -> "TopicSnapshot":
+    snap = ctx.metadata.peek(topic) or await asyncio.to_thread(ctx.metadata.get, topic)
+    if partition >= snap.partition_count:
+        snap = await asyncio.to_thread(ctx.metadata.get, topic, fresh=True)
+        if partition >= snap.partition_count:
+            raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist "
+                                          f"(the topic has {snap.partition_count} partitions)")
+    return snap
+
+
+def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", limit: int) -> list[PartitionBatch]:
+    out = []
+    for raw in split_batches(records):
+        batch = decode_batch(raw, max_decompressed_bytes=limit)
+        if batch.transactional or batch.control:
+            raise InvalidRequest("transactional batches are not served by lakelog's Kafka listener yet")
+        if not len(batch):
+            continue
+        table = batch_table(batch)
+        validate_records(table, snap.config, topic=snap.topic, partition=partition)
+        out.append(PartitionBatch(partition, table, batch.producer_id, batch.producer_epoch, batch.base_sequence))
+    if not out:
+        raise InvalidRequest(f"no records for partition {partition} of {snap.topic}")
+    return out
+
+
+async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
+    req = rq.body
+    answers: dict[tuple[str, int], dict] = {}
+    queued: list[tuple[str, list[PartitionBatch]]] = []
+    if req.transactional_id is not None:
+        fail: KafkaError | None = TransactionalIdAuthorizationFailed("transactions are not served yet")
+    elif req.acks not in (0, 1, -1):
+        fail = InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {req.acks}")
+    else:
+        fail = None
+    for td in req.topic_data:
+        topic = td.name
+        batches: list[PartitionBatch] = []
+        for pd in td.partition_data:
+            try:
+                if fail is not None:
+                    raise fail
+                validate_topic_name(topic)
+                if is_internal(topic):
+                    raise InvalidTopic(f"topic {topic} is internal: it cannot be produced to")
+                if not ctx.authorizer.allowed(conn.principal, "Write", TOPIC, topic):
+                    raise TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {topic!r}")
+                snap = await _snapshot(ctx, topic, pd.index)
+                data = pd.records or b""
+                if len(data) > INLINE_DECODE_BYTES:
+                    got = await asyncio.to_thread(_decode_partition, data, pd.index, snap, ctx.max_frame_bytes)
+                else:
+                    got = _decode_partition(data, pd.index, snap, ctx.max_frame_bytes)
+                batches.extend(got)
+                answers[(topic, pd.index)] = {"count": len(got)}
+            except KafkaError as e:
+                ctx.metrics.count_error(e)
+                answers[(topic, pd.index)] = {"error": e}
+        if batches:
+            queued.append((topic, batches))
+    # Unknown or fenced producer ids are refused before anything is queued.  A non-transactional id that passed
+    # once on this connection stays valid (only transactional epochs move), so it is not read again.
+    unchecked = {(b.producer_id, b.producer_epoch) for _, bs in queued for b in bs if b.idempotent} - conn.producers
+    try:
+        if unchecked:
+            transactional = await asyncio.to_thread(lambda: {p: ctx.log.registry.check(*p) for p in unchecked})
+            conn.producers.update(p for p, tx in transactional.items() if not tx)
+    except KafkaError as e:  # an unknown or fenced producer id: nothing of the request is written
+        ctx.metrics.count_error(e)
+        for t, bs in queued:
+            for b in bs:
+                answers[(t, b.partition)] = {"error": e}
+        queued = []
+    async with rq.in_order():  # appends in request order: idempotent sequences depend on it
+        futures = [(t, bs, ctx.accumulator.append(t, bs)) for t, bs in queued]
+    if req.acks == 0:
+        for _, _, f in futures:
+            f.add_done_callback(lambda f: [ctx.metrics.count_error(r) for r in f.result() if isinstance(r, KafkaError)])
+        return NO_RESPONSE
+    for topic, bs, f in futures:
+        try:
+            results = await asyncio.wrap_future(f)
+        except KafkaError as e:
+            results = [e] * len(bs)
+        for b, r in zip(bs, results):
+            a = answers[(topic, b.partition)]
+            if "error" in a:
+                continue
+            if isinstance(r, KafkaError):
+                ctx.metrics.count_error(r)
+                a["error"] = r
+            elif "base_offset" not in a:
+                a["base_offset"], a["log_append_time"] = r.base_offset, r.log_append_time
+    responses: dict[str, list] = {}
+    for (topic, partition), a in answers.items():
+        e = a.get("error")
+        responses.setdefault(topic, []).append({
+            "index": partition, "error_code": e.code if e else 0, "base_offset": a.get("base_offset", -1),
+            "log_append_time": a.get("log_append_time", -1), "log_start_offset": -1,
+            "error_message": e.message if e else None})
+    return {"responses": [{"name": t, "partition_responses": ps} for t, ps in responses.items()]}

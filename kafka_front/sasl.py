@@ -1,0 +1,148 @@
+"""SASL for the Kafka listener: PLAIN and SCRAM-SHA-256/512 (RFC 5802, KIP-84), pure state machines.
+
+Principals and ACLs are the HTTP front's (``--auth-file``): a user ``alice``
+authenticates as ``User:alice``.  Credentials come from two places:
+
+* the SASL file (``lakelog serve --sasl-file``), JSON
+  ``{"users": [{"name": "alice", "password": "..."}]}``: PLAIN and both SCRAMs
+  (SCRAM keys are derived at load with a random salt, 4096 iterations);
+* the auth file's bearer tokens, for PLAIN only: username ``alice`` with
+  password = a token of ``User:alice`` (the token is checked by the HTTP
+  front's :class:`~api.auth.Authorizer`, which keeps only its hash).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakelog.errors import InvalidConfig, SaslAuthenticationFailed, UnsupportedSaslMechanism
+
+PLAIN, SCRAM_256, SCRAM_512 = "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"
+MECHANISMS = (PLAIN, SCRAM_256, SCRAM_512)
+_HASH = {SCRAM_256: hashlib.sha256, SCRAM_512: hashlib.sha512}
+ITERATIONS = 4096
+
+
+@dataclass(frozen=True)
+class ScramKeys:
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
+def scram_keys(mechanism: str, password: str, salt: bytes, iterations: int = ITERATIONS) -> ScramKeys:
+    h = _HASH[mechanism]
+    salted = hashlib.pbkdf2_hmac(h().name, password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    return ScramKeys(salt, iterations, h(client_key).digest(), hmac.new(salted, b"Server Key", h).digest())
+
+
+class Credentials:
+    """Users of the SASL file: name -> password hash (PLAIN) and SCRAM keys per mechanism.  Immutable."""
+
+    def __init__(self, passwords: dict[str, str] | None = None) -> None:
+        self._plain = {u: hashlib.sha256(p.encode()).digest() for u, p in (passwords or {}).items()}
+        self._scram = {(m, u): scram_keys(m, p, os.urandom(16)) for u, p in (passwords or {}).items() for m in _HASH}
+
+    @classmethod
+    def from_file(cls, path: str) -> "Credentials":
+        try:
+            doc = json.loads(Path(path).read_text())
+            users = {u["name"]: u["password"] for u in doc["users"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InvalidConfig(f"cannot read SASL file {path} (want {{\"users\": [{{\"name\", \"password\"}}]}}): "
+                                f"{e}") from None
+        if not all(isinstance(u, str) and u and isinstance(p, str) and p for u, p in users.items()):
+            raise InvalidConfig(f"SASL file {path}: every user needs a non-empty name and password")
+        return cls(users)
+
+    def check_plain(self, user: str, password: str) -> bool:
+        known = self._plain.get(user)
+        return known is not None and hmac.compare_digest(known, hashlib.sha256(password.encode()).digest())
+
+    def scram(self, mechanism: str, user: str) -> ScramKeys | None:
+        return self._scram.get((mechanism, user))
+
+
+def parse_plain(message: bytes) -> tuple[str, str]:
+    """(username, password) of a PLAIN message ``authzid NUL authcid NUL passwd`` (RFC 4616)."""
+    parts = message.split(b"\0")
+    if len(parts) != 3 or not parts[1]:
+        raise SaslAuthenticationFailed("malformed PLAIN message")
+    authzid, user, password = (p.decode("utf-8", errors="strict") for p in parts)
+    if authzid and authzid != user:
+        raise SaslAuthenticationFailed("PLAIN authorization id must be empty or the username")
+    return user, password
+
+
+def _attrs(message: str) -> dict[str, str]:
+    out = {}
+    for part in message.split(","):
+        k, sep, v = part.partition("=")
+        if sep and len(k) == 1:
+            out.setdefault(k, v)
+    return out
+
+
+class ScramServer:
+    """One SCRAM exchange: :meth:`first` answers the client-first message, :meth:`final` the client-final one and
+    returns (username, server-final message).  Raises ``SASL_AUTHENTICATION_FAILED`` on any mismatch."""
+
+    def __init__(self, mechanism: str, credentials: Credentials) -> None:
+        if mechanism not in _HASH:
+            raise UnsupportedSaslMechanism(f"{mechanism}")
+        self.mechanism = mechanism
+        self.credentials = credentials
+        self.user: str | None = None
+        self.keys: ScramKeys | None = None
+
+    def first(self, message: bytes) -> bytes:
+        text = message.decode("utf-8", errors="strict")
+        if not text.startswith(("n,", "y,")):
+            raise SaslAuthenticationFailed("SCRAM channel binding is not supported")
+        gs2_end = text.index(",", 2) + 1 if "," in text[2:] else -1
+        if gs2_end < 0:
+            raise SaslAuthenticationFailed("malformed SCRAM client-first message")
+        self.gs2, self.client_first_bare = text[:gs2_end], text[gs2_end:]
+        attrs = _attrs(self.client_first_bare)
+        if "n" not in attrs or "r" not in attrs:
+            raise SaslAuthenticationFailed("SCRAM client-first message lacks n= or r=")
+        self.user = attrs["n"].replace("=2C", ",").replace("=3D", "=")
+        self.keys = self.credentials.scram(self.mechanism, self.user)
+        # an unknown user gets a fake challenge, so a client cannot tell unknown users from wrong passwords
+        keys = self.keys or scram_keys(self.mechanism, os.urandom(8).hex(), os.urandom(16))
+        self.nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
+        self.server_first = f"r={self.nonce},s={base64.b64encode(keys.salt).decode()},i={keys.iterations}"
+        return self.server_first.encode()
+
+    def final(self, message: bytes) -> tuple[str, bytes]:
+        text = message.decode("utf-8", errors="strict")
+        without_proof, _, proof_part = text.rpartition(",p=")
+        attrs = _attrs(without_proof)
+        if not proof_part or attrs.get("r") != self.nonce:
+            raise SaslAuthenticationFailed("SCRAM nonce mismatch or missing proof")
+        if attrs.get("c") != base64.b64encode(self.gs2.encode()).decode():
+            raise SaslAuthenticationFailed("SCRAM channel binding mismatch")
+        if self.keys is None or self.user is None:
+            raise SaslAuthenticationFailed("authentication failed")
+        h = _HASH[self.mechanism]
+        auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
+        signature = hmac.new(self.keys.stored_key, auth_message, h).digest()
+        try:
+            proof = base64.b64decode(proof_part, validate=True)
+        except ValueError:
+            raise SaslAuthenticationFailed("SCRAM proof is not base64") from None
+        if len(proof) != len(signature):
+            raise SaslAuthenticationFailed("authentication failed")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature))
+        if not hmac.compare_digest(h(client_key).digest(), self.keys.stored_key):
+            raise SaslAuthenticationFailed("authentication failed")
+        verifier = hmac.new(self.keys.server_key, auth_message, h).digest()
+        return self.user, f"v={base64.b64encode(verifier).decode()}".encode()

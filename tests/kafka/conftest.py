@@ -1,0 +1,54 @@
+"""Fixtures of the Kafka protocol tests: a real ``lakelog serve --kafka-listener`` on loopback.
+
+* ``kafka_front`` -- one front per session (HTTP and Kafka listener) on a local root; tests use their own topics;
+* ``bootstrap`` -- its Kafka address (``127.0.0.1:PORT``); ``http`` -- an httpx client of its HTTP side;
+* ``topic`` -- a fresh 2-partition topic.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
+
+from front_process import Front, free_port, new_topic  # noqa: E402
+
+MAX_FRAME_BYTES = 2 << 20  # the shared front's request limit (and bound on what a batch decompresses to)
+
+
+def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, args: tuple = ()) -> Front:
+    """A :class:`Front` that also serves Kafka's protocol; its address is ``front.bootstrap``."""
+    port = free_port()
+    f = Front(root, workdir, env=env, args=("--kafka-listener", f"127.0.0.1:{port}", *args))
+    f.bootstrap = f"127.0.0.1:{port}"
+    return f
+
+
+@pytest.fixture(scope="session")
+def kafka_front(tmp_path_factory):
+    f = kafka_front_process(str(tmp_path_factory.mktemp("kafka-root") / "root"),
+                            tmp_path_factory.mktemp("kafka-logs"),
+                            env={"LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
+                                 "LAKELOG_MAX_REQUEST_BYTES": str(MAX_FRAME_BYTES)})
+    f.start()
+    yield f
+    f.stop()
+
+
+@pytest.fixture
+def bootstrap(kafka_front) -> str:
+    return kafka_front.bootstrap
+
+
+@pytest.fixture
+def http(kafka_front):
+    with kafka_front.client() as c:
+        yield c
+
+
+@pytest.fixture
+def topic(http) -> str:
+    return new_topic(http)

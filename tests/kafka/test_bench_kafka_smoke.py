@@ -1,0 +1,23 @@
+"""``bench/kafka_produce.py`` runs end to end in quick mode (numbers are judged by ``make bench``, not here)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_kafka_bench_quick_run(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "kafka_produce", "--quick", "--scale", "0.5",
+                           "--output", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    body = re.search(r"<!-- bench:kafka_produce -->(.*?)<!-- /bench:kafka_produce -->", out.read_text(), re.S)
+    assert body, out.read_text()
+    assert re.search(r"\| confluent-kafka producer .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
+    assert re.search(r"record batch decode \(with CRC check\) \| [\d,]+ records/s", body.group(1))

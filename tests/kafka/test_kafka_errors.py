@@ -1,0 +1,209 @@
+"""docs/kafka-clients.md's error table, one test per row, against a real listener with exact requests (kio types
+through :class:`wire_client.WireClient`).  Rows about SASL and ACLs are tested in ``test_kafka_sasl.py``; the
+table and the tests must name the same rows."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from kafka_front.record_batch import compressed_batch, encode_batch
+from wire_client import WireClient
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kafka-clients.md"
+ELSEWHERE = {  # rows whose test needs the secured front of test_kafka_sasl.py
+    "topic-authorization": "test_kafka_sasl.py::test_denied_topic_gets_topic_authorization_failed",
+    "sasl-authentication-failed": "test_kafka_sasl.py::test_bad_credentials_fail_authentication",
+    "unsupported-sasl-mechanism": "test_kafka_sasl.py::test_requests_before_authentication_close_the_connection",
+    "before-authentication": "test_kafka_sasl.py::test_requests_before_authentication_close_the_connection",
+}
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+
+
+def doc_rows() -> dict[str, int | None]:
+    """Row id -> Kafka error code (None for rows that close the connection)."""
+    text = DOC.read_text()
+    table = text.split("## Errors", 1)[1]
+    rows = {}
+    for m in re.finditer(r"^\| `([a-z-]+)` \|[^|]*\|[^|]*\| (?:(\d+) `[A-Z_]+`|connection closed)", table, re.M):
+        rows[m.group(1)] = int(m.group(2)) if m.group(2) else None
+    assert rows, "no rows found in the error table"
+    return rows
+
+
+def batch(values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1, stamps: list[int] | None = None,
+          codec: int = 0) -> bytes:
+    n = len(values)
+    raw = encode_batch(base_offset=0, offset_deltas=list(range(n)), timestamps=stamps or [int(time.time() * 1000)] * n,
+                       keys=[None] * n, values=values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    return compressed_batch(raw, codec)
+
+
+def produce(w: WireClient, topic: str, records: bytes, *, partition: int = 0, acks: int = -1):
+    r = w.request(PRODUCE, 9, {"acks": acks, "timeout": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+    return r.responses[0].partition_responses[0]
+
+
+@pytest.fixture
+def wire(bootstrap):
+    with WireClient(bootstrap) as w:
+        yield w
+
+
+def _hw(http, topic: str, partition: int = 0) -> int:
+    return http.get(f"/v1/topics/{topic}").json()["partitions"][partition]["high_watermark"]
+
+
+def row_unsupported_version(wire, topic, http):
+    wire.send_raw(wire.frame(PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": []})[:6] + b"\x00\x63"
+                  + wire.frame(PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": []})[8:])
+    data = wire.read_frame()  # Produce v99: the header and UNSUPPORTED_VERSION
+    assert struct.unpack_from(">h", data, 4)[0] == 35
+    v = wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert v.error_code == 0  # the connection stays usable
+    wire.send_raw(wire.frame(18, 3, {"client_software_name": "t", "client_software_version": "1"})[:6] + b"\x00\x09"
+                  + wire.frame(18, 3, {"client_software_name": "t", "client_software_version": "1"})[8:])
+    data = wire.read_frame()  # ApiVersions v9: answered at v0 with the supported ranges
+    assert struct.unpack_from(">h", data, 4)[0] == 35
+    return 35
+
+
+def row_unknown_api(wire, topic, http):
+    payload = struct.pack(">hhi", 999, 0, 77) + b"\xff\xff"
+    wire.send_raw(struct.pack(">i", len(payload)) + payload)
+    data = wire.read_frame()
+    assert struct.unpack_from(">i", data)[0] == 77
+    code = struct.unpack_from(">h", data, 4)[0]
+    assert wire.request(METADATA, 12, {"topics": None}).brokers[0].node_id == 1  # still usable
+    return code
+
+
+def row_malformed_frame(wire, topic, http):
+    with WireClient(wire.sock.getpeername()[0] + ":" + str(wire.sock.getpeername()[1])) as other:
+        wire.send_raw(struct.pack(">i", 1 << 30))  # a frame size beyond the limit
+        assert wire.closed_by_server()
+        good = other.frame(PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": batch([b"x"])}]}]})
+        with WireClient(other.sock.getpeername()[0] + ":" + str(other.sock.getpeername()[1])) as third:
+            third.send_raw(good[:4] + good[4:12] + b"\xff" * (len(good) - 12))  # a body kio cannot parse
+            assert third.closed_by_server()
+        assert _hw(http, topic) == 0  # nothing written
+        assert other.request(METADATA, 12, {"topics": None}).brokers  # other connections unaffected
+    return None
+
+
+def row_unknown_topic(wire, topic, http):
+    r = produce(wire, "no-such-topic-errors", batch([b"x"]))
+    f = wire.request(FETCH, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic": "no-such-topic-errors", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                          "partition_max_bytes": 1 << 20}]}]})
+    assert f.responses[0].partitions[0].error_code == r.error_code
+    return r.error_code
+
+
+def row_unknown_partition(wire, topic, http):
+    return produce(wire, topic, batch([b"x"]), partition=7).error_code
+
+
+def row_corrupt_batch(wire, topic, http):
+    good = bytearray(batch([b"x", b"y"]))
+    good[-1] ^= 0xFF  # CRC no longer matches
+    code = produce(wire, topic, bytes(good)).error_code
+    assert _hw(http, topic) == 0
+    return code
+
+
+def row_decompression_bomb(wire, topic, http):
+    bomb = batch([b"\0" * (8 << 20)], codec=4)  # the test front's frame limit is 2 MiB
+    assert len(bomb) < 4096
+    code = produce(wire, topic, bomb).error_code
+    assert _hw(http, topic) == 0
+    return code
+
+
+def row_invalid_required_acks(wire, topic, http):
+    return produce(wire, topic, batch([b"x"]), acks=2).error_code
+
+
+def row_message_too_large(wire, topic, http):
+    http.patch(f"/v1/topics/{topic}", json={"configs": {"max.message.bytes": "100"}})
+    return produce(wire, topic, batch([b"x" * 500])).error_code
+
+
+def row_invalid_timestamp(wire, topic, http):
+    return produce(wire, topic, batch([b"x"], stamps=[-5])).error_code
+
+
+def row_internal_topic(wire, topic, http):
+    return produce(wire, "__consumer_offsets", batch([b"x"])).error_code
+
+
+def row_out_of_order_sequence(wire, topic, http):
+    init = wire.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                                "producer_epoch": -1})
+    assert produce(wire, topic, batch([b"a"], pid=init.producer_id, epoch=init.producer_epoch, seq=0)).error_code == 0
+    code = produce(wire, topic, batch([b"c"], pid=init.producer_id, epoch=init.producer_epoch, seq=5)).error_code
+    assert _hw(http, topic) == 1
+    return code
+
+
+def row_unknown_producer_id(wire, topic, http):
+    return produce(wire, topic, batch([b"a"], pid=10 ** 12, epoch=0, seq=0)).error_code
+
+
+def row_transactional_id(wire, topic, http):
+    return wire.request(22, 4, {"transactional_id": "tx-1", "transaction_timeout": 60000, "producer_id": -1,
+                                "producer_epoch": -1}).error_code
+
+
+def row_offset_out_of_range(wire, topic, http):
+    f = wire.request(FETCH, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 50, "partition_max_bytes": 1 << 20}]}]})
+    p = f.responses[0].partitions[0]
+    assert (p.high_watermark, p.log_start_offset) == (0, 0)
+    return p.error_code
+
+
+def row_transaction_coordinator(wire, topic, http):
+    return wire.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0].error_code
+
+
+def row_inconsistent_group_protocol(wire, topic, http):
+    return wire.request(11, 7, {"group_id": "g-err", "session_timeout": 10000, "rebalance_timeout": 10000,
+                                "member_id": "", "protocol_type": "connect",
+                                "protocols": [{"name": "range", "metadata": b""}]}).error_code
+
+
+def row_unknown_member(wire, topic, http):
+    return wire.request(12, 4, {"group_id": f"g-{topic}", "generation_id": 1, "member_id": "nobody"}).error_code
+
+
+def row_topic_already_exists(wire, topic, http):
+    r = wire.request(19, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
+                             "timeout": 10000})
+    return r.topics[0].error_code
+
+
+def row_invalid_partitions(wire, topic, http):
+    r = wire.request(37, 3, {"topics": [{"name": topic, "count": 1, "assignments": None}], "timeout": 10000})
+    return r.results[0].error_code
+
+
+ROWS = {name[4:].replace("_", "-"): fn for name, fn in list(globals().items()) if name.startswith("row_")}
+
+
+def test_table_and_tests_name_the_same_rows():
+    assert set(doc_rows()) == set(ROWS) | set(ELSEWHERE)
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_error_row(row, wire, topic, http):
+    expected = doc_rows()[row]
+    got = ROWS[row](wire, topic, http)
+    assert got == expected, f"{row}: expected {expected}, got {got}"
