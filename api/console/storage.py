@@ -11,7 +11,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from lakelog.compaction.maintenance import due_jobs, history_of
-from lakelog.storage.delta_log import read_commit
+from lakelog.storage.delta_log import last_checkpoint_version, read_commit
+from lakelog.writer.committer import DEFAULT_CHECKPOINT_INTERVAL
 
 from api.auth import TOPIC
 from api.console import PREFIX
@@ -98,7 +99,11 @@ def storage_page(request: Request, topic: str, principal: PrincipalDep) -> Respo
         due_error = type(e).__name__
     else:
         due_error = None
+    interval = int(snap.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+    checkpoint = last_checkpoint_version(log.root, log.root.path_for("topics", topic))
     return page(request, "storage.html", principal=principal.name, topic=topic, version=snap.version,
                 partitions=partitions, live_files=sum(len(p["segments"]) for p in partitions),
+                checkpoint=checkpoint, checkpoint_interval=interval,
+                next_checkpoint=(snap.version // interval + 1) * interval,
                 commits=_commits(log, topic, snap.version), due=due, due_error=due_error,
                 reports=[(job, rec) for job, rec in history.items()])

@@ -213,6 +213,8 @@ def test_storage_page(browser, front, admin):
         admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "v"}] * 10})
     page = login(browser, front, "alice", f"/ui/topics/{topic}/storage")
     expect(page.locator(".live-files")).to_have_text("3")
+    expect(page.locator(".checkpoint-adds")).to_have_text("3")
+    expect(page.locator(".commits-since-checkpoint")).to_have_text("4")  # create + 3 appends, no checkpoint yet
     expect(page.locator("svg rect")).to_have_count(6)  # each segment on the offset and on the time axis
     expect(page.locator("table.commits td.op").first).to_have_text("append")
     expect(page.locator("ul.due")).to_be_visible()
