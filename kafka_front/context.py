@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from api.services.topic_metadata import TopicMetadata
 
     from kafka_front.commit_waiter import CommitWaiter
+    from kafka_front.fetch_ahead import FetchAhead
     from kafka_front.sasl import Credentials
 
 NODE_ID = 1  # this process leads every partition (docs/kafka-clients.md)
@@ -43,3 +44,4 @@ class FrontContext:
     host: str
     port: int
     max_frame_bytes: int = 100 << 20
+    fetch_ahead: "FetchAhead | None" = None  # None: every Fetch reads on demand

@@ -16,6 +16,8 @@ from typing import Awaitable, Callable
 from kafka_front.commit_waiter import CommitWaiter
 from kafka_front.connection import Connection
 from kafka_front.context import FrontContext
+from kafka_front.fetch_ahead import FetchAhead
+from kafka_front.handlers.fetch import read_chunk
 from kafka_front.sasl import Credentials
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,8 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
                            produce=state.produce, coordinator=state.coordinator, offsets=state.offsets,
                            authorizer=state.authorizer, metrics=state.metrics, waiter=waiter,
                            credentials=credentials, host=adv_host, port=adv_port if port else bound,
-                           max_frame_bytes=max_frame_bytes)
+                           max_frame_bytes=max_frame_bytes,
+                           fetch_ahead=FetchAhead(lambda *a: read_chunk(state.log, *a)))
         state.kafka = ctx
         log.warning("lakelog Kafka listener on %s:%d", host, bound)
 
@@ -64,6 +67,7 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
             for w in list(open_writers):  # idle clients would otherwise hold wait_closed (Python >= 3.12)
                 w.close()
             await server.wait_closed()
+            ctx.fetch_ahead.close()
 
         return stop
 

@@ -14,6 +14,7 @@ id 0, which tells clients to send full fetches.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -25,14 +26,42 @@ from lakelog.reader.log_reader import check_partition
 
 from api.auth import TOPIC
 
+from kafka_front.fetch_ahead import Chunk
 from kafka_front.record_table import table_batches
 
 if TYPE_CHECKING:
+    from lakelog import Log
+
     from kafka_front.connection import Connection
     from kafka_front.context import FrontContext
     from kafka_front.request import Request
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def read_chunk(log: "Log", topic: str, partition: int, offset: int, max_bytes: int) -> Chunk:
+    """Records of a partition from ``offset``, encoded as record batches of at most ``max_bytes`` (but at least
+    the first batch); raises the fetch's KafkaError (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+    res = log.fetch(topic, partition, offset, max_bytes=max(max_bytes, 1))
+    data, done = table_batches(res.records, max_bytes=max_bytes) if res.records.num_rows else (b"", 0)
+    if done == res.records.num_rows:
+        nxt = res.next_offset
+    else:
+        nxt = res.records.column("offset")[done - 1].as_py() + 1 if done else offset
+    return Chunk(data, nxt, res.high_watermark, res.log_start_offset)
+
+
+def _read_ahead(ctx: "FrontContext", topic: str, partition: int, offset: int, max_bytes: int) -> Chunk | None:
+    """The chunk read ahead for this request, with the partition's current offsets, if there is one."""
+    if ctx.fetch_ahead is None:
+        return None
+    snap = ctx.log.snapshot(topic)
+    if not 0 <= partition < snap.partition_count:
+        return None
+    lso = snap.log_start_offset(partition)
+    chunk = ctx.fetch_ahead.take(topic, partition, offset, max_bytes, lso)
+    return None if chunk is None else dataclasses.replace(chunk, high_watermark=snap.high_watermark(partition),
+                                                          log_start_offset=lso)
 
 
 def _read(ctx: "FrontContext", wanted: list[tuple], max_bytes: int, denied: set[str]) -> tuple[list[dict], int]:
@@ -48,7 +77,14 @@ def _read(ctx: "FrontContext", wanted: list[tuple], max_bytes: int, denied: set[
             continue
         budget = min(part_max, max_bytes - total) if total else part_max
         try:
-            res = ctx.log.fetch(topic, partition, offset, max_bytes=max(budget, 1))
+            if total >= max_bytes:  # the answer is full: this partition's offsets only
+                res = ctx.log.fetch(topic, partition, offset, max_records=1)
+                chunk = Chunk(b"", offset, res.high_watermark, res.log_start_offset)
+            else:
+                chunk = (_read_ahead(ctx, topic, partition, offset, budget)
+                         or read_chunk(ctx.log, topic, partition, offset, budget))
+                if ctx.fetch_ahead is not None:
+                    ctx.fetch_ahead.read_ahead(topic, partition, chunk, budget)
         except KafkaError as e:
             entry["error_code"] = e.code
             if e.code == 1:  # OFFSET_OUT_OF_RANGE: the client resets from these
@@ -56,12 +92,10 @@ def _read(ctx: "FrontContext", wanted: list[tuple], max_bytes: int, denied: set[
                 entry["high_watermark"] = entry["last_stable_offset"] = snap.high_watermark(partition)
                 entry["log_start_offset"] = snap.log_start_offset(partition)
             continue
-        entry["high_watermark"] = entry["last_stable_offset"] = res.high_watermark
-        entry["log_start_offset"] = res.log_start_offset
-        if total < max_bytes and res.records.num_rows:
-            data, _ = table_batches(res.records, max_bytes=budget)
-            entry["records"] = data
-            total += len(data)
+        entry["high_watermark"] = entry["last_stable_offset"] = chunk.high_watermark
+        entry["log_start_offset"] = chunk.log_start_offset
+        entry["records"] = chunk.records
+        total += len(chunk.records)
     return out, total
 
 

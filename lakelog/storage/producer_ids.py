@@ -55,6 +55,8 @@ class ProducerRegistry:
         self._dt = None
         self._block: list[int] = []  # [next, end) of the block this process owns
         self._refreshed = 0.0
+        self._memo_version: int | None = None  # the table version _memo answers for
+        self._memo: dict[int, tuple[int, int | None]] = {}
 
     def _table(self):
         from deltalake import DeltaTable
@@ -132,6 +134,21 @@ class ProducerRegistry:
             self._table().update_incremental()
             self._refreshed = now
 
+    def _versions(self, dt, producer_id: int) -> tuple[int, int | None]:
+        """(next unallocated id, epoch of ``producer_id`` or None) at the table's loaded version.
+
+        delta-rs answers ``transaction_version`` by scanning its log state, which every batch of every commit
+        would pay: the answers are kept until the loaded version changes.  Caller holds ``_lock``.
+        """
+        version = dt.version()
+        if self._memo_version != version:
+            self._memo_version, self._memo = version, {}
+        found = self._memo.get(producer_id)
+        if found is None:
+            found = self._memo[producer_id] = (dt.transaction_version(NEXT_APP) or 0,
+                                               dt.transaction_version(f"lakelog.epoch.{producer_id}"))
+        return found
+
     def check(self, producer_id: int, epoch: int) -> bool:
         """Validate a producer id/epoch pair; returns whether the id is transactional.
 
@@ -141,12 +158,10 @@ class ProducerRegistry:
         """
         with self._lock:
             dt = self._table()
-            allocated = dt.transaction_version(NEXT_APP) or 0
-            current = dt.transaction_version(f"lakelog.epoch.{producer_id}")
+            allocated, current = self._versions(dt, producer_id)
             if producer_id >= allocated or current is not None and epoch > current:
                 dt.update_incremental()
-                allocated = dt.transaction_version(NEXT_APP) or 0
-                current = dt.transaction_version(f"lakelog.epoch.{producer_id}")
+                allocated, current = self._versions(dt, producer_id)
             unissued = bool(self._block) and self._block[0] <= producer_id < self._block[1]
         if producer_id < 0 or producer_id >= allocated:
             raise UnknownProducerId(f"producer id {producer_id} was never allocated (next id {allocated})")
