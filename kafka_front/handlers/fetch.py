@@ -75,7 +75,7 @@ def _read(ctx: "FrontContext", wanted: list[tuple], max_bytes: int, denied: set[
         if topic in denied:
             entry["error_code"] = TopicAuthorizationFailed.code
             continue
-        budget = min(part_max, max_bytes - total) if total else part_max
+        budget = max(min(part_max, max_bytes - total), 1)  # the first batch goes whole even past it
         try:
             if total >= max_bytes:  # the answer is full: this partition's offsets only
                 res = ctx.log.fetch(topic, partition, offset, max_records=1)
