@@ -113,6 +113,18 @@ async def produce(state: "State", topic: str, query: Mapping[str, str], authoriz
     return JSONResponse(payload, status_code=status)
 
 
+async def read_body(receive: "Receive") -> bytes | None:
+    """A request's whole body from ASGI ``receive``; None if the client disconnected first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 def _match(scope: "Scope") -> tuple[str, bool] | None:
     """``(topic, parse_only)`` for ``POST /v1/topics/{topic}/records`` and ``POST /v1/bench/parse/{topic}``."""
     if scope["type"] != "http" or scope["method"] != "POST":
@@ -147,21 +159,16 @@ class ProduceLane:
         topic, parse_only = match
         scope["route"] = self.parse_route if parse_only else self.route
         try:
-            chunks = []
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client went away: nothing was queued
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    break
+            body = await read_body(receive)
+            if body is None:
+                return  # the client went away: nothing was queued
             headers: dict[str, str] = {}
             for name, value in scope["headers"]:
                 if name in (b"authorization", b"content-type"):  # the first of repeated ones, as Starlette reads
                     headers.setdefault(name.decode(), value.decode("latin-1"))
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
             response = await produce(self.state, topic, query, headers.get("authorization"),
-                                     headers.get("content-type"), b"".join(chunks), parse_only=parse_only)
+                                     headers.get("content-type"), body, parse_only=parse_only)
         except E.KafkaError as e:
             response = self._refuse(e)
         except Exception as e:  # answered like FastAPI's handler for the unexpected

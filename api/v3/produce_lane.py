@@ -35,7 +35,7 @@ from api.auth import TOPIC
 from api.errors import error_response, unexpected_error
 from api.v3.errors import BadRequest, ClusterNotFound, EmptyBody, UnsupportedMediaType, error_body
 from api.v3.produce import Submitted, answer, produce, submit
-from api.produce_lane import INLINE_PARSE_BYTES
+from api.produce_lane import INLINE_PARSE_BYTES, read_body
 from api.services.produce import JSON
 from api.v3.records import SEPARATOR, Converted, ObjectScanner, convert, decode_body, decode_one, decode_strings
 
@@ -108,15 +108,9 @@ class V3ProduceLane:
             await run_in_threadpool(service.metadata.get, topic)  # UNKNOWN_TOPIC_OR_PARTITION (404) if absent
 
     async def _whole(self, scope, receive, send, cluster_id: str, topic: str) -> None:
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away: nothing was queued
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body = await read_body(receive)
+        if body is None:
+            return  # the client went away: nothing was queued
         if not body or body.isspace():
             raise EmptyBody("Payload error. Request body is empty. Data is required.")
         parse = _parse if len(body) <= INLINE_PARSE_BYTES[JSON] else functools.partial(run_in_threadpool, _parse)
