@@ -234,9 +234,14 @@ class ConcurrentTransactions(KafkaError):
 
 
 class NotLeaderOrFollower(KafkaError):
-    """This writer lost the partition to another writer (fenced); retry."""
+    """This writer does not hold the partition's lease, or lost it (fenced); retry at ``leader_id``
+    (the node id of the front holding it, -1 if unknown)."""
 
     code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
+
+    def __init__(self, message: str = "", leader_id: int = -1) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
 
 
 class NetworkException(KafkaError):

@@ -28,6 +28,7 @@ from lakelog.writer.partitioner import StickyPartitioner, partitions_for_keys
 from lakelog.storage.producer_ids import ProducerIdentity, ProducerRegistry
 from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, resolve_offset
 from lakelog.storage.segment_index import Segment
+from lakelog.storage.partition_lease import Lease, check_node_id, lease_app, unpack
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
 from lakelog.storage.delta_log import commit_path, encode_actions
@@ -47,8 +48,12 @@ ADMIN_COMMIT_TIMEOUT_S = 30.0
 class Log:
     """All topics under one storage root."""
 
-    def __init__(self, root: str | StorageRoot | None = None, *, storage_options: Mapping[str, str] | None = None):
+    def __init__(self, root: str | StorageRoot | None = None, *, storage_options: Mapping[str, str] | None = None,
+                 node_id: int | None = None):
+        """``node_id``: this process's Kafka node id when several fronts share the root; it then appends only
+        to partitions whose lease it holds (:meth:`take_lease`, storage/partition_lease.py)."""
         self.root = StorageRoot.resolve(root, storage_options)
+        self.node_id = None if node_id is None else check_node_id(node_id)
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
         self.sticky = StickyPartitioner()
@@ -169,7 +174,7 @@ class Log:
         with lock:
             committer = self._committers[topic][1]
             if committer is None:
-                committer = Committer(self.root, topic, self.registry)
+                committer = Committer(self.root, topic, self.registry, self.node_id)
                 with self._lock:
                     self._committers[topic] = (lock, committer)
             results = committer.append(batches)
@@ -227,6 +232,28 @@ class Log:
             return [{"txn": {"appId": lso_app(partition), "version": target, "lastUpdated": int(time.time() * 1000)}}]
 
         return self._admin_commit(topic, "delete-records", "WRITE", actions).log_start_offset(partition)
+
+    def lease(self, topic: str, partition: int) -> Lease | None:
+        """The partition's lease as of the latest commit (None: never taken)."""
+        return unpack(self.snapshot(topic).txn(lease_app(partition)))
+
+    def take_lease(self, topic: str, partition: int) -> Lease:
+        """Take the partition's lease for this node (``node_id``) at the next epoch; the holder's next append is
+        fenced.  Returns the lease held afterwards (unchanged if this node already holds it)."""
+        if self.node_id is None:
+            raise ValueError("take_lease needs a Log with a node_id")
+
+        def actions(snap: TopicSnapshot) -> list[dict]:
+            if not 0 <= partition < snap.partition_count:
+                raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
+            held = unpack(snap.txn(lease_app(partition)))
+            if held is not None and held.node_id == self.node_id:
+                return []
+            taken = held.next(self.node_id) if held else Lease(0, self.node_id)
+            return [{"txn": {"appId": lease_app(partition), "version": taken.pack(),
+                             "lastUpdated": int(time.time() * 1000)}}]
+
+        return unpack(self._admin_commit(topic, "lease", "WRITE", actions).txn(lease_app(partition)))
 
     def _admin_commit(self, topic: str, operation: str, delta_operation: str,
                       actions: Callable[[TopicSnapshot], list[dict]], *, expect_gone: bool = False) -> TopicSnapshot:

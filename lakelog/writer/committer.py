@@ -45,6 +45,7 @@ from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError,
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
                                        retry_listing_gaps)
+from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.storage.producer_state import BatchMetadata, last_sequence
 from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
@@ -57,7 +58,8 @@ from lakelog.writer.segment_writer import delete_quietly, write_segment
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 20
-_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced)
+# Errors that a snapshot older than another commit can cause (producer state, a lease taken since): look again once.
+_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced, NotLeaderOrFollower)
 PERSIST_EVERY = 64
 # On local roots a commit is written directly (put_if_absent): delta-rs's commit re-derives the
 # table snapshot after every commit and our refresh derives it again -- two log replays that grow
@@ -126,13 +128,15 @@ class AppendResult:
 class Committer:
     """Appends batches to one topic table with offset fencing and idempotence."""
 
-    def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None) -> None:
+    def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
+                 node_id: int | None = None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
         self.root = root
         self.topic = topic
         self.registry = registry or ProducerRegistry(root)
+        self.node_id = node_id  # set: append only to partitions whose lease this node holds (partition_lease.py)
         snap = load_snapshot(root, topic)
         if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
@@ -242,7 +246,10 @@ class Committer:
                 i: AppendResult(partition, base, batches[i].records.num_rows,
                                 append_time if snap.config.log_append_time else -1)
                 for partition, items in plan.items() for i, base in items}
-            outcome = self._commit(adds, leo, producer_rows, commit_id)
+            txns = {leo_app(p): v for p, v in leo.items()}
+            if self.node_id is not None:  # our leases again, unchanged: a takeover since then conflicts with us
+                txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan})
+            outcome = self._commit(adds, txns, producer_rows, commit_id)
             if outcome is True or commit_id in self.snapshot.recent_commit_ids:
                 return self._acknowledge(results, attempts[commit_id])
             if isinstance(outcome, KafkaError):
@@ -315,6 +322,12 @@ class Committer:
             except KafkaError as e:
                 dups[i] = e
                 continue
+            lease = unpack(snap.txn(lease_app(p))) if self.node_id is not None else None
+            if self.node_id is not None and (lease is None or lease.node_id != self.node_id):
+                dups[i] = NotLeaderOrFollower(
+                    f"this front (node {self.node_id}) does not hold the lease of {self.topic} partition {p}"
+                    + (f"; node {lease.node_id} does" if lease else ""), lease.node_id if lease else -1)
+                continue
             base = leo.get(p, snap.high_watermark(p))
             leo[p] = base + n
             plan.setdefault(p, []).append((i, base))
@@ -359,7 +372,7 @@ class Committer:
             ))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
-    def _commit(self, adds, leo, producer_rows, commit_id) -> bool | KafkaError | None:
+    def _commit(self, adds, txns, producer_rows, commit_id) -> bool | KafkaError | None:
         """True when committed; None to retry after a conflict; an error to give up."""
         from deltalake import CommitProperties, Transaction
         from deltalake.exceptions import CommitFailedError
@@ -368,10 +381,10 @@ class Committer:
         if producer_rows:
             meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
         if self._direct:
-            return self._commit_direct(adds, leo, meta)
+            return self._commit_direct(adds, txns, meta)
         props = CommitProperties(
             custom_metadata=meta,
-            app_transactions=[Transaction(leo_app(p), v) for p, v in leo.items()],
+            app_transactions=[Transaction(app, v) for app, v in txns.items()],
             max_commit_retries=MAX_COMMIT_RETRIES,
         )
         try:
@@ -389,13 +402,13 @@ class Committer:
             self._stale = True
         return True
 
-    def _commit_direct(self, adds, leo, meta) -> bool | KafkaError | None:
+    def _commit_direct(self, adds, txns, meta) -> bool | KafkaError | None:
         """Commit by creating ``_delta_log/<snapshot version + 1>.json`` ourselves: put-if-absent (a rename
         without replace locally, a conditional PUT, ``If-None-Match: *``, on S3).
 
         The actions are the ones delta-rs would write, and so is the conflict rule:
         when another commit took the version, it is replayed and we retry at the
-        next version -- unless it set one of our ``lakelog.leo.<P>`` app ids or
+        next version -- unless it set one of our app ids (``lakelog.leo.<P>``, ``lakelog.lease.<P>``) or
         changed the table's metadata or protocol; then the caller re-plans
         (None).  On success our own commit is applied to the snapshot from what we
         wrote: nothing is re-read, and no delta-rs snapshot is rebuilt.
@@ -407,7 +420,6 @@ class Committer:
         added = [{"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
                   "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
                  for a in adds]
-        txns = {leo_app(p): v for p, v in leo.items()}
         body = encode_actions([{"commitInfo": info}, *({"add": a} for a in added),
                                *({"txn": {"appId": app, "version": v, "lastUpdated": now}} for app, v in txns.items())])
         table_path = self.root.path_for("topics", self.topic)
