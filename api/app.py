@@ -50,6 +50,16 @@ Every error body is `{"error_code", "error_name", "message"}` with Kafka's error
 StartHook = Callable[[State], Awaitable[Callable[[], Awaitable[None]]]]
 
 
+def _lease_keeper(log: Log, settings: Settings):
+    from lakelog.cluster.lease_keeper import LeaseKeeper
+    from lakelog.cluster.membership import FrontInfo, Membership
+
+    host, _, port = (settings.kafka_advertised or "").rpartition(":")
+    me = FrontInfo(settings.node_id, f"http://{settings.host}:{settings.port}", host or None,
+                   int(port) if port.isdigit() else None)
+    return LeaseKeeper(log, Membership(log.root, me, settings.front_session_timeout_ms)).start()
+
+
 def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook] = ()) -> FastAPI:
     """A front over ``settings.root``; a bad auth file fails here, before anything starts.
 
@@ -62,7 +72,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log = Log(settings.root, storage_options=settings.storage_options or None)
+        log = Log(settings.root, storage_options=settings.storage_options or None, node_id=settings.node_id)
         listeners: list[Callable] = [metrics.on_commit]
         app.state.commit_listeners = listeners
 
@@ -88,6 +98,9 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
         await run_in_threadpool(ProduceService.warm_up)
         # What exists now lives as long as the process: keep it out of the collector's generations, so a
         # full collection scans only request garbage, not the whole start-up heap, at the latency tail.
+        app.state.leases = None
+        if settings.node_id is not None:  # several fronts on one root: keep this front's share of leases
+            app.state.leases = await run_in_threadpool(_lease_keeper, log, settings)
         stops = [await hook(app.state) for hook in on_start]
         gc.freeze()
         try:
@@ -96,6 +109,8 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             for stop in reversed(stops):
                 await stop()
             ticker.cancel()
+            if app.state.leases is not None:
+                await run_in_threadpool(app.state.leases.stop)
             await run_in_threadpool(accumulator.close)
             await run_in_threadpool(log.close)
 

@@ -38,6 +38,10 @@ class Settings:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 0
+    # Several fronts on one root (docs/storage.md): this front's Kafka node id turns partition leases on.
+    node_id: int | None = None
+    front_session_timeout_ms: int = 10_000
+    kafka_advertised: str | None = None  # HOST:PORT other fronts and Kafka clients are told
 
     def coordinator_config(self):
         """The group coordinator's settings (Kafka's ``group.*`` broker keys)."""

@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from api.services.produce import ProduceService
     from api.services.topic_metadata import TopicMetadata
 
+    from lakelog.cluster.lease_keeper import LeaseKeeper
+
     from kafka_front.commit_waiter import CommitWaiter
     from kafka_front.fetch_ahead import FetchAhead
     from kafka_front.sasl import Credentials
 
-NODE_ID = 1  # this process leads every partition (docs/kafka-clients.md)
+NODE_ID = 1  # a single front leads every partition (docs/kafka-clients.md); several fronts: their --node-id
 CLUSTER_ID = "lakelog"
 
 
@@ -45,3 +47,8 @@ class FrontContext:
     port: int
     max_frame_bytes: int = 100 << 20
     fetch_ahead: "FetchAhead | None" = None  # None: every Fetch reads on demand
+    leases: "LeaseKeeper | None" = None  # several fronts on one root: who leads which partition
+
+    @property
+    def node_id(self) -> int:
+        return self.leases.log.node_id if self.leases is not None else NODE_ID

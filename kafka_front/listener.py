@@ -58,7 +58,8 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
                            authorizer=state.authorizer, metrics=state.metrics, waiter=waiter,
                            credentials=credentials, host=adv_host, port=adv_port if port else bound,
                            max_frame_bytes=max_frame_bytes,
-                           fetch_ahead=FetchAhead(lambda *a: read_chunk(state.log, *a)))
+                           fetch_ahead=FetchAhead(lambda *a: read_chunk(state.log, *a)),
+                           leases=getattr(state, "leases", None))
         state.kafka = ctx
         log.warning("lakelog Kafka listener on %s:%d", host, bound)
 

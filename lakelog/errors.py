@@ -233,6 +233,12 @@ class ConcurrentTransactions(KafkaError):
     code, name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
 
 
+class LeaderNotAvailable(KafkaError):
+    """No front holds the partition's lease right now (its holder is gone, or none took it yet); retry."""
+
+    code, name, retriable = 5, "LEADER_NOT_AVAILABLE", True
+
+
 class NotLeaderOrFollower(KafkaError):
     """This writer does not hold the partition's lease, or lost it (fenced); retry at ``leader_id``
     (the node id of the front holding it, -1 if unknown)."""

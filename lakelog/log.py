@@ -30,6 +30,7 @@ from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, 
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.partition_lease import Lease, check_node_id, lease_app, unpack
 from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_name import is_internal
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
 from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
@@ -174,7 +175,8 @@ class Log:
         with lock:
             committer = self._committers[topic][1]
             if committer is None:
-                committer = Committer(self.root, topic, self.registry, self.node_id)
+                # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
+                committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id)
                 with self._lock:
                     self._committers[topic] = (lock, committer)
             results = committer.append(batches)

@@ -96,3 +96,18 @@ def test_an_append_racing_a_takeover_either_lands_before_it_or_is_fenced(tmp_pat
     assert snap.high_watermark(0) == 1
     ops = [snap.txn("lakelog.lease.0")]
     assert unpack(ops[0]) == Lease(1, 2)
+
+
+@pytest.mark.parametrize("case, nodes, before, after_nodes, most_moved", [
+    ("a node leaves: only its partitions move", [1, 2, 3], 6, [1, 3], 2),
+    ("a node joins: only its share moves", [1, 2], 6, [1, 2, 3], 2),
+    ("nothing changes: nothing moves", [1, 2, 3], 7, [1, 2, 3], 0),
+])
+def test_assignment_is_sticky(case, nodes, before, after_nodes, most_moved):
+    pairs = [("t", p) for p in range(before)]
+    first = assign(pairs, nodes)
+    second = assign(pairs, after_nodes, first)
+    moved = [tp for tp in pairs if first[tp] != second[tp]]
+    assert len(moved) <= most_moved, (case, first, second)
+    counts = Counter(second.values())
+    assert max(counts.values()) - min(counts.values()) <= 1 and set(counts) == set(after_nodes), case

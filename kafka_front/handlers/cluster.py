@@ -1,4 +1,5 @@
-"""Metadata: this process is the one broker and leads every partition."""
+"""Metadata: a single front is the one broker and leads every partition; with several fronts on one root
+(``--node-id``) the brokers are the live fronts and each partition's leader is its lease holder."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
-from lakelog.errors import KafkaError, TopicAuthorizationFailed
+from lakelog.errors import KafkaError, LeaderNotAvailable, TopicAuthorizationFailed
+from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.topic_name import is_internal
 
 from api.auth import TOPIC
@@ -27,8 +29,23 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
         return uuid.UUID(int=0)
 
 
-def broker(ctx: "FrontContext") -> dict:
-    return {"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}
+def brokers(ctx: "FrontContext") -> list[dict]:
+    if ctx.leases is None:
+        return [{"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}]
+    return [{"node_id": f.node_id, "host": f.kafka_host, "port": f.kafka_port} for f in ctx.leases.live()
+            if f.kafka_host is not None] or [{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port}]
+
+
+def _partition(ctx: "FrontContext", snap, p: int, live: set[int]) -> dict:
+    leader = NODE_ID
+    if ctx.leases is not None:
+        lease = unpack(snap.txn(lease_app(p)))
+        leader = lease.node_id if lease is not None and lease.node_id in live else -1
+    entry = {"error_code": 0, "partition_index": p, "leader_id": leader, "leader_epoch": 0,
+             "replica_nodes": [leader] if leader >= 0 else [], "isr_nodes": [leader] if leader >= 0 else []}
+    if leader < 0:  # held by a front that is gone, or by nobody yet: clients retry until a front takes it
+        entry["error_code"] = LeaderNotAvailable.code
+    return entry
 
 
 async def metadata(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
@@ -37,6 +54,8 @@ async def metadata(ctx: "FrontContext", conn: "Connection", rq: "Request") -> di
         [t.name for t in req.topics if t.name is not None]
     names = requested if requested is not None else \
         [t for t in await asyncio.to_thread(ctx.log.list_topics) if not is_internal(t)]
+    nodes = brokers(ctx)
+    live = {n["node_id"] for n in nodes}
     topics = []
     for name in names:
         if not ctx.authorizer.allowed(conn.principal, "Describe", TOPIC, name):
@@ -50,7 +69,6 @@ async def metadata(ctx: "FrontContext", conn: "Connection", rq: "Request") -> di
             continue
         topics.append({"name": name, "error_code": 0, "topic_id": topic_uuid(snap.topic_id),
                        "is_internal": False,
-                       "partitions": [{"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
-                                       "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID]}
-                                      for p in range(snap.partition_count)]})
-    return {"brokers": [broker(ctx)], "cluster_id": CLUSTER_ID, "controller_id": NODE_ID, "topics": topics}
+                       "partitions": [_partition(ctx, snap, p, live) for p in range(snap.partition_count)]})
+    return {"brokers": nodes, "cluster_id": CLUSTER_ID, "controller_id": min(n["node_id"] for n in nodes),
+            "topics": topics}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -85,14 +86,25 @@ def _authorize_group(ctx: "FrontContext", conn: "Connection", operation: str, gr
     ctx.authorizer.authorize(conn.principal, operation, GROUP, group)
 
 
+def coordinator_of(ctx: "FrontContext", group: str) -> dict:
+    """The front coordinating ``group``: this one alone, or with several fronts the live front the group's
+    name hashes to, the same on every front, so that all of a group's members join one coordinator."""
+    if ctx.leases is None:
+        return {"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}
+    fronts = [f for f in ctx.leases.live() if f.kafka_host is not None]
+    if not fronts:
+        return {"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port}
+    f = fronts[zlib.crc32(group.encode()) % len(fronts)]
+    return {"node_id": f.node_id, "host": f.kafka_host, "port": f.kafka_port}
+
+
 async def find_coordinator(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     keys = list(req.coordinator_keys) if rq.version >= 4 else [req.key]
     key_type = getattr(req, "key_type", 0)
     out = []
     for key in keys:
-        entry = {"key": key, "node_id": NODE_ID, "host": ctx.host, "port": ctx.port, "error_code": 0,
-                 "error_message": None}
+        entry = {"key": key, "error_code": 0, "error_message": None, **coordinator_of(ctx, key)}
         if key_type != 0:
             e: KafkaError | None = CoordinatorNotAvailable("transactions are not served yet: no transaction coordinator")
         elif not ctx.authorizer.allowed(conn.principal, "Describe", GROUP, key):

@@ -3,7 +3,7 @@
     lakelog serve [--root ROOT] [--host 127.0.0.1] [--port 8080] [--auth-file FILE]
                   [--kafka-listener HOST:PORT] [--kafka-advertised HOST:PORT] [--sasl-file FILE]
                   [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES]
-                  [--max-request-bytes BYTES] [--access-log]
+                  [--max-request-bytes BYTES] [--access-log] [--node-id N]
 
 Binds loopback unless told otherwise.  Without ``--auth-file`` every request
 is allowed, and the command says so on stderr when it starts.  Settings not
@@ -40,6 +40,9 @@ def register(subparsers) -> None:
                    help="pending bytes above which produce answers 429 (back-pressure)")
     p.add_argument("--max-request-bytes", type=int, metavar="BYTES", help="largest request body (413 above)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
+    p.add_argument("--node-id", type=int, metavar="N",
+                   help="several fronts on one root: this front's Kafka node id (unique per front, 0-65535); "
+                        "partitions are then leased to one front at a time (docs/storage.md)")
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(
         root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
-        buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes)
+        buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes, node_id=args.node_id,
+        kafka_advertised=args.kafka_advertised or args.kafka_listener)
     hooks = []
     if args.kafka_listener:
         from kafka_front.listener import kafka_listener

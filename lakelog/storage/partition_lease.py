@@ -44,14 +44,36 @@ def check_node_id(node_id: int) -> int:
     return node_id
 
 
-def assign(partitions: list[tuple[str, int]], nodes: list[int]) -> dict[tuple[str, int], int]:
-    """Kafka-style balance: each topic's partitions dealt round-robin over the live nodes (sorted), starting
-    where the previous topic stopped, so every node holds within one partition of every other, per topic and
-    overall.  The same inputs give the same answer on every front."""
-    if not nodes:
-        return {}
+def assign(partitions: list[tuple[str, int]], nodes: list[int],
+           current: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
+    """Balanced and sticky: each topic's partitions spread over the live nodes within one of each other (the
+    extra ones dealt round-robin across topics, so the totals stay within one too), keeping a partition on its
+    ``current`` holder while that holder is live and under its share, so that a front joining or leaving moves
+    only the partitions it must.  The same inputs give the same answer on every front."""
     order = sorted(set(nodes))
+    if not order:
+        return {}
+    current = current or {}
     out: dict[tuple[str, int], int] = {}
-    for i, tp in enumerate(sorted(partitions)):
-        out[tp] = order[i % len(order)]
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(partitions):
+        by_topic.setdefault(t, []).append(p)
+    extra_at = 0  # where the next topic's extra partitions start, so no node collects every topic's extras
+    for topic, parts in by_topic.items():
+        base, extra = divmod(len(parts), len(order))
+        quota = {n: base for n in order}
+        for j in range(extra):
+            quota[order[(extra_at + j) % len(order)]] += 1
+        extra_at = (extra_at + extra) % len(order)
+        rest = []
+        for p in parts:
+            holder = current.get((topic, p))
+            if holder in quota and quota[holder] > 0:
+                out[(topic, p)] = holder
+                quota[holder] -= 1
+            else:
+                rest.append(p)
+        open_slots = [n for n in order for _ in range(quota[n])]
+        for p, n in zip(rest, open_slots):
+            out[(topic, p)] = n
     return out

@@ -1,0 +1,1 @@
+"""Several fronts on one root: membership (heartbeat objects) and partition leases kept by each front."""

@@ -1,0 +1,83 @@
+"""Keeps this front's share of partition leases: every ``interval`` it beats its heartbeat, reads the live
+fronts, computes the balanced assignment (:func:`~lakelog.storage.partition_lease.assign`) and takes the
+leases assigned to it that another front holds (or nobody does).  A front that died stops beating and, one
+session timeout later, its partitions are assigned to the others, which take them; a front that joins is
+dealt its share at once and takes it, fencing the previous holders' next appends.  The previous holder of a
+moved partition answers ``NOT_LEADER_OR_FOLLOWER`` with the new leader from then on.
+
+Thread safety: one background thread writes; :meth:`leader` and :meth:`live` read a snapshot of its last pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from lakelog.cluster.membership import FrontInfo, Membership
+from lakelog.errors import KafkaError
+from lakelog.log import Log
+from lakelog.storage.partition_lease import assign, lease_app, unpack
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    def __init__(self, log_: Log, membership: Membership, interval_s: float | None = None) -> None:
+        if log_.node_id is None or log_.node_id != membership.me.node_id:
+            raise ValueError("the Log and the membership must name the same node id")
+        self.log, self.membership = log_, membership
+        self.interval_s = interval_s if interval_s is not None else membership.session_timeout_ms / 3000
+        self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.passes = 0  # completed passes (tests wait on it)
+
+    def start(self) -> "LeaseKeeper":
+        self.run_once()
+        self._thread = threading.Thread(target=self._run, name="lakelog-lease-keeper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.membership.leave()
+
+    def live(self) -> list[FrontInfo]:
+        return sorted(self._fronts.values(), key=lambda f: f.node_id)
+
+    def front(self, node_id: int) -> FrontInfo | None:
+        return self._fronts.get(node_id)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_once()
+            except Exception as e:  # storage trouble: try again next pass; leases expire only with heartbeats
+                log.warning("lease keeper pass failed: %s", e)
+
+    def run_once(self) -> None:
+        self.membership.heartbeat()
+        live = self.membership.live()
+        self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
+        me = self.log.node_id
+        pairs, holders = [], {}
+        for t in self.log.list_topics():
+            snap = self.log.snapshot(t)
+            for p in range(snap.partition_count):
+                pairs.append((t, p))
+                if (held := unpack(snap.txn(lease_app(p)))) is not None:
+                    holders[(t, p)] = held.node_id
+        for (topic, partition), node in assign(pairs, list(self._fronts), holders).items():
+            if node != me:
+                continue
+            held = self.log.lease(topic, partition)
+            if held is None or held.node_id != me:
+                try:
+                    self.log.take_lease(topic, partition)
+                    log.warning("node %d took the lease of %s partition %d (was %s)", me, topic, partition,
+                                "nobody" if held is None else f"node {held.node_id}")
+                except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
+                    log.warning("taking the lease of %s partition %d: %s", topic, partition, e)
+        self.passes += 1

@@ -1,0 +1,77 @@
+"""Which fronts are alive: each front rewrites its own heartbeat object; the live ones are those heard from
+within the session timeout.
+
+On-disk: ``_lakelog/fronts/<node id>.json`` = ``{"node_id", "http_url", "kafka_host", "kafka_port",
+"heartbeat_ms"}``, written only by that front (a plain overwrite: no other writer, so no conflict), removed
+when it stops cleanly.  Liveness compares ``heartbeat_ms`` with this machine's clock: fronts' clocks must
+agree to well within the session timeout (NTP).  Thread-safe (no shared mutable state).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+
+import pyarrow.fs as pafs
+
+from lakelog.storage.delta_log import read_object
+from lakelog.storage.s3_objects import put_object
+from lakelog.storage.storage_root import StorageRoot
+
+FRONTS_DIR = "_lakelog/fronts"
+DEFAULT_SESSION_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class FrontInfo:
+    node_id: int
+    http_url: str
+    kafka_host: str | None = None
+    kafka_port: int | None = None
+    heartbeat_ms: int = 0
+
+
+class Membership:
+    def __init__(self, root: StorageRoot, me: FrontInfo, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS):
+        self.root, self.me, self.session_timeout_ms = root, me, session_timeout_ms
+
+    def _path(self, node_id: int) -> str:
+        return self.root.path_for(FRONTS_DIR, f"{node_id}.json")
+
+    def heartbeat(self) -> None:
+        data = json.dumps(asdict(self.me) | {"heartbeat_ms": int(time.time() * 1000)}).encode()
+        path = self._path(self.me.node_id)
+        if self.root.is_local:  # replace atomically: a reader never sees half a file
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        else:
+            put_object(self.root, path, data)
+
+    def leave(self) -> None:
+        try:
+            self.root.filesystem.delete_file(self._path(self.me.node_id))
+        except (FileNotFoundError, OSError):
+            pass
+
+    def live(self) -> list[FrontInfo]:
+        """Fronts heard from within the session timeout, by node id (this one included once it has beaten)."""
+        now = int(time.time() * 1000)
+        infos = self.root.filesystem.get_file_info(pafs.FileSelector(self.root.path_for(FRONTS_DIR),
+                                                                     allow_not_found=True))
+        out = []
+        for info in infos:
+            if not info.path.endswith(".json"):
+                continue
+            data = read_object(self.root, info.path)
+            try:
+                front = FrontInfo(**json.loads(data)) if data else None
+            except (TypeError, ValueError):
+                continue  # not a heartbeat we wrote: ignored
+            if front is not None and now - front.heartbeat_ms <= self.session_timeout_ms:
+                out.append(front)
+        return sorted(out, key=lambda f: f.node_id)

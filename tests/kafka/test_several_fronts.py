@@ -1,0 +1,122 @@
+"""Several fronts on one root (``lakelog serve --node-id``): each partition is leased to one front, Kafka
+Metadata names it as the leader, partitions are spread within one across the live fronts, and a front killed
+with SIGKILL during produce loses nothing acknowledged: its partitions move to the others within the session
+timeout, and librdkafka's idempotent producer carries on with no loss, duplicate or reordering."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from lakelog.log import Log
+
+from front_process import Front, free_port, new_topic
+
+SESSION_MS = 3000
+PARTITIONS = 6
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: part.leader for p, part in md.topics[topic].partitions.items()}
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def fronts(tmp_path):
+    root = str(tmp_path / "root")
+    out = []
+    for node in (1, 2, 3):
+        port = free_port()
+        f = Front(root, tmp_path / f"logs-{node}", env={"LAKELOG_FRONT_SESSION_TIMEOUT_MS": str(SESSION_MS)},
+                  args=("--node-id", str(node), "--kafka-listener", f"127.0.0.1:{port}"))
+        f.bootstrap, f.node = f"127.0.0.1:{port}", node
+        out.append(f.start())
+    yield out
+    for f in out:
+        f.stop()
+
+
+def balanced(bootstrap: str, topic: str, nodes: set[int]) -> dict[int, int] | None:
+    try:
+        got = leaders(bootstrap, topic)
+    except Exception:
+        return None
+    counts = Counter(got.values())
+    if set(counts) != nodes or max(counts.values()) - min(counts.values()) > 1:
+        return None
+    return got
+
+
+def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
+    with fronts[0].client() as http:
+        topic = new_topic(http, partitions=PARTITIONS)
+    bootstrap = ",".join(f.bootstrap for f in fronts)
+    first = wait_for(lambda: balanced(fronts[0].bootstrap, topic, {1, 2, 3}), 30, "leases on all three fronts")
+    assert sorted(Counter(first.values()).values()) == [2, 2, 2]
+    # Every front answers Metadata with the same leaders.
+    assert all(leaders(f.bootstrap, topic) == first for f in fronts)
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+    acked: dict[int, list[int]] = {}
+    errors: list = []
+    victim = fronts[1]
+    moved = [q for q, node in first.items() if node == victim.node]
+    killed_at = [0.0]
+    resumed: dict[int, float] = {}
+
+    def done(err, msg):
+        if err:
+            errors.append(err)
+            return
+        acked.setdefault(msg.partition(), []).append(int(msg.value()))
+        if killed_at[0] and msg.partition() in moved and msg.partition() not in resumed:
+            resumed[msg.partition()] = time.monotonic()
+
+    sent = 0
+    stop_at = time.monotonic() + 12
+    killer = threading.Timer(3.0, lambda: (victim.kill(), killed_at.__setitem__(0, time.monotonic())))
+    killer.start()
+    while time.monotonic() < stop_at:
+        for _ in range(200):
+            p.produce(topic, value=str(sent).encode(), partition=sent % PARTITIONS, on_delivery=done)
+            sent += 1
+        p.poll(0.02)
+    killer.join()
+    assert p.flush(90) == 0
+    assert not errors, errors[:5]
+
+    # The dead front's partitions moved to the other two, still within one of each other.
+    after = wait_for(lambda: balanced(fronts[0].bootstrap, topic, {1, 3}), 30, "leases on the two survivors")
+    assert sorted(Counter(after.values()).values()) == [3, 3]
+    # ... and produced again within the session timeout plus a commit (generous for a loaded 2-core machine).
+    for q in moved:
+        assert q in resumed, f"partition {q} never produced after the kill"
+        assert resumed[q] - killed_at[0] < SESSION_MS / 1000 + 10, resumed[q] - killed_at[0]
+
+    # Every acknowledged record is in the log once, in the order sent, per partition.
+    log = Log(fronts[0].root)
+    total = 0
+    for q in range(PARTITIONS):
+        values = [int(v) for v in log.read(topic, q).column("value").to_pylist()]
+        assert len(values) == len(set(values)), f"duplicates in partition {q}"
+        assert values == sorted(values), f"partition {q} out of order"
+        assert set(acked.get(q, [])) <= set(values), f"acknowledged records lost in partition {q}"
+        total += len(values)
+    assert sum(len(v) for v in acked.values()) == sent and total == sent
