@@ -212,6 +212,17 @@ class Health(BaseModel):
     version: str
 
 
+class FrontOut(BaseModel):
+    node_id: int
+    http_url: str
+    kafka: str | None = Field(description="HOST:PORT of its Kafka listener, if it has one")
+
+
+class ClusterOut(BaseModel):
+    node_id: int | None = Field(description="this front's node id; null: a single front (no --node-id)")
+    fronts: list[FrontOut] = Field(description="the live fronts on this root (this one alone without --node-id)")
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict]:
     """OpenAPI ``responses`` entries for the error statuses a route can answer."""
     return {s: {"model": ErrorBody, "description": "Kafka error (see docs/http.md)"} for s in statuses}

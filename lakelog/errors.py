@@ -249,6 +249,9 @@ class NotLeaderOrFollower(KafkaError):
         super().__init__(message)
         self.leader_id = leader_id
 
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "leader_id": self.leader_id}
+
 
 class NetworkException(KafkaError):
     """The connection to the server failed before a response was received; the request may be retried."""

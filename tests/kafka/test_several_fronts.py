@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -120,3 +121,25 @@ def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
         assert set(acked.get(q, [])) <= set(values), f"acknowledged records lost in partition {q}"
         total += len(values)
     assert sum(len(v) for v in acked.values()) == sent and total == sent
+
+
+def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
+    with fronts[0].client() as http:
+        topic = new_topic(http, partitions=3)
+    owners = wait_for(lambda: balanced(fronts[0].bootstrap, topic, {1, 2, 3}), 30, "leases on all three fronts")
+    with fronts[0].client() as http:
+        cluster = http.get("/v1/cluster").json()
+        assert cluster["node_id"] == 1
+        assert sorted(f["node_id"] for f in cluster["fronts"]) == [1, 2, 3]
+        urls = {f["node_id"]: f["http_url"] for f in cluster["fronts"]}
+        assert urls[1] == fronts[0].url
+        foreign = next(q for q, node in owners.items() if node != 1)
+        r = http.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "x", "partition": foreign}]})
+        assert r.status_code == 503, r.text
+        body = r.json()
+        assert body["error_code"] == 6 and body["error_name"] == "NOT_LEADER_OR_FOLLOWER"
+        assert body["leader_id"] == owners[foreign]
+    # Sent to the leader's URL, it lands.
+    with httpx.Client(base_url=urls[owners[foreign]], timeout=60) as leader:
+        r = leader.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "x", "partition": foreign}]})
+        assert r.status_code == 200, r.text
