@@ -61,6 +61,7 @@ def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
     assert s3, text
     for root in ("local", "moto", "s3-express", "s3-standard"):
         assert re.search(rf"\| {root} \| JSON \| [\d,]+ \|", s3.group(1)), s3.group(1)
+        assert re.search(rf"\| {root} \| KAFKA \| [\d,]+ \|", s3.group(1)), s3.group(1)
     assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
 
 
@@ -92,3 +93,10 @@ def test_s3_jobs_runs_end_to_end(tmp_path):
         for op in ("Spark scan", "retention", "compaction"):
             assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \|", section), (root, op, section)
     assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+", section), "the proxy counted no GETs"
+
+
+def test_s3_fronts_runs_end_to_end(tmp_path):
+    """One front, then two, on an S3 root behind the latency proxy: both rows and the ratio."""
+    section = bench_section(tmp_path, "s3_fronts", 600)
+    assert re.search(r"\| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \|", section), section
+    assert re.search(r"\| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \|", section), section
