@@ -130,16 +130,23 @@ def _list_offset(ctx: "FrontContext", topic: str, partition: int, spec: int) -> 
     if spec == LATEST:
         return -1, snap.high_watermark(partition)
     if spec == MAX_TIMESTAMP:
-        segments = ctx.log.segments(topic, partition)
-        if not segments:
-            return -1, -1
-        best = max(segments, key=lambda s: s.max_timestamp)
-        t = ctx.log.read(topic, partition, best.base_offset, best.last_offset + 1)
-        if not t.num_rows:
-            return -1, -1
-        stamps = t.column("timestamp").cast(pa.int64())
-        i = pc.index(stamps, pc.max(stamps)).as_py()
-        return stamps[i].as_py() // 1000, t.column("offset")[i].as_py()
+        # The largest timestamp among records still in the log (not below the log start offset): segments
+        # in decreasing order of their max timestamp, until one cannot beat what was found.
+        start, best = snap.log_start_offset(partition), (-1, -1)
+        for seg in sorted(ctx.log.segments(topic, partition), key=lambda s: -s.max_timestamp):
+            if seg.last_offset < start:
+                continue
+            if best[1] >= 0 and seg.max_timestamp // 1000 <= best[0]:
+                break
+            t = ctx.log.read(topic, partition, max(seg.base_offset, start), seg.last_offset + 1)
+            if not t.num_rows:
+                continue
+            stamps = t.column("timestamp").cast(pa.int64())
+            i = pc.index(stamps, pc.max(stamps)).as_py()
+            found = (stamps[i].as_py() // 1000, t.column("offset")[i].as_py())
+            if best[1] < 0 or found[0] > best[0]:  # ties: the earlier segment's (smaller) offset is kept
+                best = found
+        return best
     found = ctx.log.offsets_for_times(topic, {partition: spec})[partition]
     if found is None:
         return -1, -1

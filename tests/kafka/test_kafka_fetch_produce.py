@@ -135,3 +135,39 @@ def test_both_isolation_levels_read_committed_records(bootstrap, topic, isolatio
         w.response(PRODUCE, 9)
         p = fetch(w, topic, 0, isolation=isolation)
         assert p.error_code == 0 and values_in(p.records) == [b"c"] and p.last_stable_offset == 1
+
+
+def test_list_offsets_earliest_latest_by_timestamp_and_max_timestamp(bootstrap, http, topic):
+    base = 1_700_000_000_000
+    stamps = [base + 5000, base + 1000, base + 9000, base + 3000]  # not monotonic: max is offset 2
+    with WireClient(bootstrap) as w:
+        raw = encode_batch(base_offset=0, offset_deltas=[0, 1, 2, 3], timestamps=stamps, keys=[None] * 4,
+                           values=[b"a", b"b", b"c", b"d"])
+        w.send_raw(w.frame(PRODUCE, 9, {"acks": -1, "timeout": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": raw}]}]}))
+        assert w.response(PRODUCE, 9).responses[0].partition_responses[0].error_code == 0
+        r = http.post(f"/v1/topics/{topic}/partitions/0/delete-records", json={"before_offset": 1})
+        assert r.status_code == 200, r.text
+
+        def ask(spec: int):
+            resp = w.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": spec}]}]})
+            p = resp.topics[0].partitions[0]
+            assert p.error_code == 0
+            return p.timestamp, p.offset
+
+        assert ask(-2)[1] == 1  # earliest: the log start offset after DeleteRecords
+        assert ask(-1)[1] == 4  # latest: the high watermark
+        assert ask(-3) == (base + 9000, 2)  # max timestamp: its record's offset and timestamp
+        assert ask(base + 4000) == (base + 9000, 2)  # the first live record at or after it
+        assert ask(base + 9500)[1] == -1  # no record that late
+        # A second segment; then delete the record holding the maximum: the next largest still in the log wins.
+        raw = encode_batch(base_offset=0, offset_deltas=[0, 1], timestamps=[base + 7000, base + 2000],
+                           keys=[None] * 2, values=[b"e", b"f"])
+        w.send_raw(w.frame(PRODUCE, 9, {"acks": -1, "timeout": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": raw}]}]}))
+        assert w.response(PRODUCE, 9).responses[0].partition_responses[0].error_code == 0
+        assert ask(-3) == (base + 9000, 2)
+        r = http.post(f"/v1/topics/{topic}/partitions/0/delete-records", json={"before_offset": 3})
+        assert r.status_code == 200, r.text
+        assert ask(-3) == (base + 7000, 4)
