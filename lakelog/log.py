@@ -55,6 +55,8 @@ class Log:
         to partitions whose lease it holds (:meth:`take_lease`, storage/partition_lease.py)."""
         self.root = StorageRoot.resolve(root, storage_options)
         self.node_id = None if node_id is None else check_node_id(node_id)
+        #: node id -> how errors name that front (its addresses); set by the lease keeper
+        self.describe_node: Callable[[int], str] | None = None
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
         self.sticky = StickyPartitioner()
@@ -176,7 +178,8 @@ class Log:
             committer = self._committers[topic][1]
             if committer is None:
                 # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
-                committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id)
+                committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id,
+                                      self.describe_node)
                 with self._lock:
                     self._committers[topic] = (lock, committer)
             results = committer.append(batches)

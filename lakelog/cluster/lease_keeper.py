@@ -29,6 +29,7 @@ class LeaseKeeper:
         self.interval_s = interval_s if interval_s is not None else membership.session_timeout_ms / 3000
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._stop = threading.Event()
+        log_.describe_node = self.describe
         self._thread: threading.Thread | None = None
         self.passes = 0  # completed passes (tests wait on it)
 
@@ -49,6 +50,14 @@ class LeaseKeeper:
 
     def front(self, node_id: int) -> FrontInfo | None:
         return self._fronts.get(node_id)
+
+    def describe(self, node_id: int) -> str:
+        """How an error names front ``node_id``: with its addresses while it is live."""
+        f = self._fronts.get(node_id)
+        if f is None:
+            return f"node {node_id}"
+        kafka = f", Kafka {f.kafka_host}:{f.kafka_port}" if f.kafka_host else ""
+        return f"node {node_id} ({f.http_url}{kafka})"
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

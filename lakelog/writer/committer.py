@@ -129,7 +129,7 @@ class Committer:
     """Appends batches to one topic table with offset fencing and idempotence."""
 
     def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
-                 node_id: int | None = None) -> None:
+                 node_id: int | None = None, describe_node=None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -137,6 +137,7 @@ class Committer:
         self.topic = topic
         self.registry = registry or ProducerRegistry(root)
         self.node_id = node_id  # set: append only to partitions whose lease this node holds (partition_lease.py)
+        self._describe_node = describe_node or (lambda node: f"node {node}")  # node id -> "node 2 (its address)"
         snap = load_snapshot(root, topic)
         if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
@@ -326,7 +327,7 @@ class Committer:
             if self.node_id is not None and (lease is None or lease.node_id != self.node_id):
                 dups[i] = NotLeaderOrFollower(
                     f"this front (node {self.node_id}) does not hold the lease of {self.topic} partition {p}"
-                    + (f"; node {lease.node_id} does" if lease else ""), lease.node_id if lease else -1)
+                    + (f"; {self._describe_node(lease.node_id)} does" if lease else ""), lease.node_id if lease else -1)
                 continue
             base = leo.get(p, snap.high_watermark(p))
             leo[p] = base + n

@@ -139,6 +139,7 @@ def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
         body = r.json()
         assert body["error_code"] == 6 and body["error_name"] == "NOT_LEADER_OR_FOLLOWER"
         assert body["leader_id"] == owners[foreign]
+        assert urls[owners[foreign]] in body["message"]  # the answer names the leader's address
     # Sent to the leader's URL, it lands.
     with httpx.Client(base_url=urls[owners[foreign]], timeout=60) as leader:
         r = leader.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "x", "partition": foreign}]})
