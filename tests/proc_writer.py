@@ -52,11 +52,14 @@ def instrument_commit(kind: str | None, marker: str | None) -> None:
 
     original = Committer._commit
 
-    def paused(self, adds, leo, producer_rows, commit_id):
+    def paused(self, adds, txns, producer_rows, commit_id):
+        from lakelog.storage.topic_snapshot import LEO_APP
+
+        leo = {app[len(LEO_APP):]: v for app, v in txns.items() if app.startswith(LEO_APP)}
         if kind == "before_commit":
             write_marker(marker, {"paths": [a.path for a in adds], "leo": leo})
             time.sleep(600)
-        outcome = original(self, adds, leo, producer_rows, commit_id)
+        outcome = original(self, adds, txns, producer_rows, commit_id)
         if outcome is None:
             CONFLICTS[0] += 1
             log.debug("conflict %d", CONFLICTS[0])
