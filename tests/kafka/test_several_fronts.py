@@ -64,17 +64,18 @@ def balanced(bootstrap: str, topic: str, nodes: set[int]) -> dict[int, int] | No
     return got
 
 
+def agreed(fronts, topic: str) -> dict[int, int] | None:
+    """The leaders every front's Metadata shows, once they all show the same balanced ones (each front's topic
+    metadata cache lags the last lease commit by up to a second)."""
+    views = [balanced(f.bootstrap, topic, {f.node for f in fronts}) for f in fronts]
+    return views[0] if views[0] and all(v == views[0] for v in views) else None
+
+
 def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
     with fronts[0].client() as http:
         topic = new_topic(http, partitions=PARTITIONS)
     bootstrap = ",".join(f.bootstrap for f in fronts)
-    # Every front answers Metadata with the same balanced leaders (once the fronts' cached topic metadata, at
-    # most a second old, has seen the last lease commit).
-    def agreed():
-        views = [balanced(f.bootstrap, topic, {1, 2, 3}) for f in fronts]
-        return views[0] if views[0] and all(v == views[0] for v in views) else None
-
-    first = wait_for(agreed, 30, "the same balanced leaders on all three fronts")
+    first = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
     assert sorted(Counter(first.values()).values()) == [2, 2, 2]
 
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
@@ -130,7 +131,7 @@ def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
 def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
     with fronts[0].client() as http:
         topic = new_topic(http, partitions=3)
-    owners = wait_for(lambda: balanced(fronts[0].bootstrap, topic, {1, 2, 3}), 30, "leases on all three fronts")
+    owners = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
     with fronts[0].client() as http:
         cluster = http.get("/v1/cluster").json()
         assert cluster["node_id"] == 1
