@@ -3,8 +3,8 @@
 Runs on the driver.  Each requested ``[start, end)`` range of a partition is
 cut at segment boundaries into :class:`SegmentSlice` s (file path + offset
 range); a slice larger than the split size is cut further at row-group
-boundaries (segments are written in row groups of
-:data:`~lakelog.writer.segment_writer.ROW_GROUP_SIZE` rows, and readers skip
+boundaries (segments are written in row groups of a power-of-two number of rows
+that divides :data:`~lakelog.writer.segment_writer.ROW_GROUP_SIZE`, and readers skip
 row groups by their ``offset`` statistics, so a slice reads only its own row
 groups).  Slices are then packed, in offset order, into :class:`ReadTask` s
 the way Spark packs files: up to ``max_split_bytes`` each, counting an open

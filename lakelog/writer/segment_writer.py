@@ -23,7 +23,21 @@ from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import segment_file_name
 from lakelog.storage.storage_root import StorageRoot
 
-ROW_GROUP_SIZE = 256 * 1024
+ROW_GROUP_SIZE = 256 * 1024  # rows, at most (a power of two)
+# Row groups of about 8 MB of Arrow data: readers skip whole row groups by their offset statistics, so a read of
+# the last records of a large segment (a consumer's tail, a Spark query on recent offsets) reads about this much
+# of it, not all of it; 8 MB still amortises a row group's metadata and a column chunk's read.
+ROW_GROUP_BYTES = 8 << 20
+MIN_ROW_GROUP_ROWS = 4096
+
+
+def row_group_rows(table: pa.Table) -> int:
+    """Rows per row group for ``table``: about :data:`ROW_GROUP_BYTES` each, a power of two within [4,096,
+    :data:`ROW_GROUP_SIZE`], so that split points at multiples of ``ROW_GROUP_SIZE`` rows (read_plan) stay on
+    row-group boundaries."""
+    per_row = max(table.nbytes / max(table.num_rows, 1), 1.0)
+    rows = max(MIN_ROW_GROUP_ROWS, min(ROW_GROUP_SIZE, int(ROW_GROUP_BYTES // per_row)))
+    return 1 << (rows.bit_length() - 1)
 STATS_COLUMNS = ["offset", "timestamp"]
 SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 
@@ -65,7 +79,7 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
     rel = segment_file_name(partition, base, uuid.uuid4().hex)
     path = root.path_for("topics", topic, rel)
     size = write_file(root, path, table, compression="snappy", use_dictionary=False,
-                      write_statistics=STATS_COLUMNS, row_group_size=ROW_GROUP_SIZE)
+                      write_statistics=STATS_COLUMNS, row_group_size=row_group_rows(table))
     return AddAction(
         path=rel,
         size=size,

@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from front_process import new_topic
@@ -177,18 +178,23 @@ def test_auto_commit_and_commit_async(group_front, http):
 def test_fetcher_reads_each_row_group_once_across_boundaries(tmp_path):
     log = Log(str(tmp_path / "root"))
     log.create_topic("big", 1)
-    n = 300_000  # two row groups (ROW_GROUP_SIZE 262,144) in the first segment
+    n = 300_000  # several row groups in the first segment
     log.append("big", pa.table({"value": pa.array([b"v"] * n, pa.binary())}), partition=0)
     log.append("big", [{"value": b"tail"}] * 5, partition=0)  # a second segment
+    first = log.segments("big", 0)[0]
+    rg = pq.ParquetFile(str(tmp_path / "root" / "topics" / "big" / first.path)).metadata.row_group(0).num_rows
+    assert rg < n
     tp = TopicPartition("big", 0)
     fetcher = Fetcher(log, max_partition_fetch_bytes=1)  # one row group per fetch
     table, pos = fetcher.take(tp, 0, 10)
     assert table.column("offset").to_pylist() == list(range(10)) and pos == 10
-    assert fetcher.buffered(tp) == 262_144 - 10  # the rest of the first row group is buffered
+    assert fetcher.buffered(tp) == rg - 10  # the rest of the first row group is buffered
     table, pos = fetcher.take(tp, 10, 10**9)
-    assert (table.num_rows, pos) == (262_144 - 10, 262_144) and fetcher.buffered(tp) == 0
-    table, pos = fetcher.take(tp, pos, 10**9)
-    assert (table.column("offset")[0].as_py(), pos) == (262_144, n)  # the second row group only
+    assert (table.num_rows, pos) == (rg - 10, rg) and fetcher.buffered(tp) == 0
+    while pos < n:  # then one row group per fetch, each read once
+        table, next_pos = fetcher.take(tp, pos, 10**9)
+        assert (table.column("offset")[0].as_py(), next_pos) == (pos, min(pos + rg, n))
+        pos = next_pos
     table, pos = fetcher.take(tp, pos, 10**9)
     assert table.column("value").to_pylist() == [b"tail"] * 5 and pos == n + 5
     assert fetcher.take(tp, pos, 10) == (None, pos)  # at the high watermark
