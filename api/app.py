@@ -25,6 +25,7 @@ from lakelog import Log, __version__
 from lakelog.group.consumer_offsets import OffsetStore
 from lakelog.errors import KafkaError
 from lakelog.group.group_coordinator import GroupCoordinator
+from lakelog.transaction.transaction_coordinator import TransactionCoordinator
 
 from api import console
 from api.auth import Authorizer
@@ -32,8 +33,8 @@ from api.body_limit import BodyLimit
 from api.errors import UnexpectedErrors, install_error_handlers
 from api.metrics import Metrics, RequestTimer
 from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
-from api.routers import (bench, fetch, groups, health, members, producers, records, topics, v3_clusters, v3_groups,
-                         v3_records, v3_topics)
+from api.routers import (bench, fetch, groups, health, members, producers, records, topics, transactions,
+                         v3_clusters, v3_groups, v3_records, v3_topics)
 from api.routers.v3_records import PRODUCE_DATA_SCHEMA
 from api.v3.produce_lane import ROUTE as V3_PRODUCE_ROUTE, V3ProduceLane
 from api.v3.resources import cluster_id_for
@@ -93,6 +94,11 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             GroupCoordinator, store=app.state.offsets, config=settings.coordinator_config(),
             partition_counts=lambda topics: _partition_counts(metadata, topics))
         ticker = asyncio.create_task(_tick(app.state.coordinator))
+        app.state.transactions = TransactionCoordinator(
+            log, append=lambda topic, batches: accumulator.append(topic, batches).result(),
+            offsets=app.state.offsets)
+        await run_in_threadpool(app.state.transactions.recover)  # finish what a crashed front decided
+        expiry = asyncio.create_task(_abort_expired(app.state.transactions))
         app.state.produce = ProduceService(log, accumulator, metadata, metrics,
                                            max_request_bytes=settings.max_request_bytes)
         await run_in_threadpool(ProduceService.warm_up)
@@ -109,6 +115,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             for stop in reversed(stops):
                 await stop()
             ticker.cancel()
+            expiry.cancel()
             if app.state.leases is not None:
                 await run_in_threadpool(app.state.leases.stop)
             await run_in_threadpool(accumulator.close)
@@ -121,7 +128,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
     app.state.metrics = metrics
     app.state.authorizer = authorizer
     install_error_handlers(app)
-    for module in (health, topics, records, fetch, producers, groups, members,
+    for module in (health, topics, records, fetch, producers, transactions, groups, members,
                    v3_clusters, v3_topics, v3_records, v3_groups):
         app.include_router(module.router)
     console.install(app)
@@ -139,6 +146,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
 
 
 DOCS_ASSETS = "/docs-assets"
+TRANSACTION_EXPIRY_CHECK_S = 1.0  # Kafka checks every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms)
 
 
 def _serve_docs_offline(app: FastAPI) -> None:
@@ -166,6 +174,16 @@ async def _tick(coordinator: GroupCoordinator) -> None:
             await run_in_threadpool(coordinator.tick)
         except Exception:  # a storage hiccup saving group metadata must not stop expiry
             logging.getLogger(__name__).exception("group coordinator tick failed")
+
+
+async def _abort_expired(transactions: TransactionCoordinator) -> None:
+    """Abort transactions past their transaction.timeout.ms even when their producer never calls again."""
+    while True:
+        await asyncio.sleep(TRANSACTION_EXPIRY_CHECK_S)
+        try:
+            await run_in_threadpool(transactions.abort_expired)
+        except Exception:
+            logging.getLogger(__name__).exception("aborting expired transactions failed")
 
 
 def _post_route(router: APIRouter, path: str) -> APIRoute:

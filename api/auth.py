@@ -39,15 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakelog.errors import (ClusterAuthorizationFailed, GroupAuthorizationFailed, InvalidConfig, KafkaError,
-                            SaslAuthenticationFailed, TopicAuthorizationFailed)
+                            SaslAuthenticationFailed, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed)
 
-TOPIC, GROUP, CLUSTER = "Topic", "Group", "Cluster"
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "Topic", "Group", "Cluster", "TransactionalId"
 CLUSTER_NAME = "kafka-cluster"
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "IdempotentWrite")
 _IMPLY_DESCRIBE = ("Read", "Write", "Delete", "Alter")
 ANONYMOUS = "User:ANONYMOUS"
 _DENIED: dict[str, type[KafkaError]] = {TOPIC: TopicAuthorizationFailed, GROUP: GroupAuthorizationFailed,
-                                        CLUSTER: ClusterAuthorizationFailed}
+                                        CLUSTER: ClusterAuthorizationFailed,
+                                        TRANSACTIONAL_ID: TransactionalIdAuthorizationFailed}
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ class Authorizer:
             if not isinstance(a, dict) or not isinstance(a.get("principal"), str):
                 raise InvalidConfig(f"auth file: acls[{i}] needs a principal")
             ops = a.get("operations") or [a.get("operation")]
-            rtype = _canon(a.get("resource_type"), (TOPIC, GROUP, CLUSTER), f"acls[{i}].resource_type")
+            rtype = _canon(a.get("resource_type"), (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID),
+                           f"acls[{i}].resource_type")
             name = a.get("resource_name", CLUSTER_NAME if rtype == CLUSTER else "*")
             if not isinstance(name, str) or not name:
                 raise InvalidConfig(f"auth file: acls[{i}].resource_name must be a non-empty string")

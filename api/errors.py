@@ -69,6 +69,11 @@ STATUS_BY_CODE: dict[int, int] = {
     E.RequestTimedOut.code: 503,
     E.NotLeaderOrFollower.code: 503,
     E.ConcurrentTransactions.code: 503,
+    E.TransactionalIdAuthorizationFailed.code: 403,
+    E.TransactionalIdNotFound.code: 404,
+    E.InvalidTxnState.code: 409,
+    E.InvalidProducerIdMapping.code: 409,
+    E.InvalidTransactionTimeout.code: 400,
 }
 
 

@@ -173,6 +173,39 @@ class OffsetCommit(BaseModel):
     generation_id: Generation = Field(default=-1, description="the member's generation (-1 with no member)")
 
 
+# -- transactions -------------------------------------------------------------------------
+class TransactionInit(BaseModel):
+    model_config = _FORBID
+    transaction_timeout_ms: Annotated[int, Field(ge=1, le=900_000)] = Field(
+        default=60_000, description="transaction.timeout.ms: an open transaction older than this is aborted")
+
+
+class TransactionProducer(BaseModel):
+    model_config = _FORBID
+    producer_id: Annotated[int, Field(ge=0, le=INT64_MAX)]
+    producer_epoch: Annotated[int, Field(ge=0, le=32767)]
+
+
+class TransactionOffsets(TransactionProducer):
+    group_id: Annotated[Text, Field(min_length=1)]
+    offsets: list[OffsetIn] = Field(min_length=1)
+
+
+class TransactionPartition(BaseModel):
+    topic: str
+    partition: int
+
+
+class TransactionOut(BaseModel):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: Literal["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
+    transaction_timeout_ms: int
+    partitions: list[TransactionPartition]
+    groups: list[str]
+
+
 class CommittedOut(BaseModel):
     topic: str
     partition: int

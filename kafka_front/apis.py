@@ -11,7 +11,7 @@ from typing import Awaitable, Callable
 
 from lakelog.errors import KafkaError
 
-from kafka_front.handlers import admin, cluster, fetch, groups, produce, sasl
+from kafka_front.handlers import admin, cluster, fetch, groups, produce, sasl, transactions
 from kafka_front.request import NO_RESPONSE
 
 API_VERSIONS = 18
@@ -55,6 +55,10 @@ APIS: dict[int, Api] = {
     20: Api("DeleteTopics", 1, 6, admin.delete_topics),
     21: Api("DeleteRecords", 0, 2, admin.delete_records),
     22: Api("InitProducerId", 0, 4, produce.init_producer_id),
+    24: Api("AddPartitionsToTxn", 0, 3, transactions.add_partitions_to_txn),
+    25: Api("AddOffsetsToTxn", 0, 3, transactions.add_offsets_to_txn),
+    26: Api("EndTxn", 0, 3, transactions.end_txn),
+    28: Api("TxnOffsetCommit", 0, 3, transactions.txn_offset_commit),
     32: Api("DescribeConfigs", 1, 4, admin.describe_configs),
     SASL_AUTHENTICATE: Api("SaslAuthenticate", 0, 2, sasl.authenticate),
     37: Api("CreatePartitions", 0, 3, admin.create_partitions),

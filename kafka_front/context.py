@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from lakelog import Log
     from lakelog.group.consumer_offsets import OffsetStore
     from lakelog.group.group_coordinator import GroupCoordinator
+    from lakelog.transaction.transaction_coordinator import TransactionCoordinator
     from lakelog.writer.accumulator import RecordAccumulator
 
     from api.auth import Authorizer
@@ -48,6 +49,7 @@ class FrontContext:
     max_frame_bytes: int = 100 << 20
     fetch_ahead: "FetchAhead | None" = None  # None: every Fetch reads on demand
     leases: "LeaseKeeper | None" = None  # several fronts on one root: who leads which partition
+    transactions: "TransactionCoordinator | None" = None
 
     @property
     def node_id(self) -> int:

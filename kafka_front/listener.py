@@ -59,7 +59,7 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
                            credentials=credentials, host=adv_host, port=adv_port if port else bound,
                            max_frame_bytes=max_frame_bytes,
                            fetch_ahead=FetchAhead(lambda *a: read_chunk(state.log, *a)),
-                           leases=getattr(state, "leases", None))
+                           leases=getattr(state, "leases", None), transactions=state.transactions)
         state.kafka = ctx
         log.warning("lakelog Kafka listener on %s:%d", host, bound)
 

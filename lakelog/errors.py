@@ -228,7 +228,7 @@ class FencedInstanceId(KafkaError):
 
 
 class ConcurrentTransactions(KafkaError):
-    """Another writer committed to the same partitions first; refresh and retry."""
+    """Another writer committed to the same partitions first, or the transaction is still completing; retry."""
 
     code, name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
 
@@ -348,9 +348,39 @@ class InvalidRequiredAcks(KafkaError):
 
 
 class TransactionalIdAuthorizationFailed(KafkaError):
-    """Transactions are not served by this front yet."""
+    """The principal may not use this transactional id."""
 
     code, name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class InvalidTxnState(KafkaError):
+    """The request does not fit the transaction's state (e.g. EndTxn with no transaction open)."""
+
+    code, name = 48, "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMapping(KafkaError):
+    """The producer id is not the one the transactional id was initialised with."""
+
+    code, name = 49, "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeout(KafkaError):
+    """transaction.timeout.ms is not positive or exceeds transaction.max.timeout.ms."""
+
+    code, name = 50, "INVALID_TRANSACTION_TIMEOUT"
+
+
+class TransactionalIdNotFound(KafkaError):
+    """The transactional id was never initialised (InitProducerId)."""
+
+    code, name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+class NotCoordinator(KafkaError):
+    """Another front coordinates this key now; find the coordinator again."""
+
+    code, name, retriable = 16, "NOT_COORDINATOR", True
 
 
 class GroupSubscribedToTopic(KafkaError):
@@ -359,7 +389,8 @@ class GroupSubscribedToTopic(KafkaError):
     code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
 
 
-for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
+for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, InvalidTxnState,
+             InvalidProducerIdMapping, InvalidTransactionTimeout, NotCoordinator, TransactionalIdNotFound, UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
              CoordinatorNotAvailable, InvalidReplicationFactor):
     _BY_CODE[_cls.code] = _cls
 

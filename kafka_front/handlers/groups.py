@@ -22,12 +22,12 @@ from kio.index import load_entity_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from lakelog.errors import (CoordinatorNotAvailable, GroupAuthorizationFailed, GroupIdNotFound, GroupSubscribedToTopic,
+from lakelog.errors import (GroupAuthorizationFailed, GroupIdNotFound, GroupSubscribedToTopic,
                             InconsistentGroupProtocol, InvalidRequest, KafkaError, TopicAuthorizationFailed,
-                            UnknownMemberId)
+                            TransactionalIdAuthorizationFailed, UnknownMemberId)
 from lakelog.group.assignors import TopicPartition
 
-from api.auth import GROUP, TOPIC
+from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
 from api.services.offsets import commit_offsets
 
 from kafka_front.context import NODE_ID
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 LEADER = "lakelog-coordinator"  # no member has this id: every client is a follower
 PROTOCOL_TYPE = "consumer"
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types: both coordinators hash the key to a live front
 # JoinGroup blocks a thread until the rebalance completes: its own pool, so waiting joins never starve fetches.
 _JOINS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-join")
 
@@ -105,8 +106,11 @@ async def find_coordinator(ctx: "FrontContext", conn: "Connection", rq: "Request
     out = []
     for key in keys:
         entry = {"key": key, "error_code": 0, "error_message": None, **coordinator_of(ctx, key)}
-        if key_type != 0:
-            e: KafkaError | None = CoordinatorNotAvailable("transactions are not served yet: no transaction coordinator")
+        if key_type == TRANSACTION_KEY:
+            e: KafkaError | None = None if ctx.authorizer.allowed(conn.principal, "Describe", TRANSACTIONAL_ID, key) \
+                else TransactionalIdAuthorizationFailed(f"not authorized to Describe transactional id {key!r}")
+        elif key_type != GROUP_KEY:
+            e = InvalidRequest(f"unknown coordinator key type {key_type}")
         elif not ctx.authorizer.allowed(conn.principal, "Describe", GROUP, key):
             e = GroupAuthorizationFailed(f"not authorized to Describe group {key!r}")
         else:

@@ -7,7 +7,9 @@ partition with one bad batch writes nothing; other partitions of the request
 are unaffected, as in Kafka.  Idempotent batches keep their producer id, epoch
 and base sequence; the committer checks them atomically with the commit.
 acks=1 and acks=-1 both answer after the commit (storage is the only replica);
-acks=0 answers nothing.
+acks=0 answers nothing.  A transactional produce (the request names a
+transactional id) is staged with the transaction coordinator instead of
+appended: it answers offset -1, and its records get offsets when EndTxn commits.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import PartitionBatch
 from lakelog.writer.records import validate_records
 
-from api.auth import CLUSTER, TOPIC
+from api.auth import CLUSTER, TOPIC, TRANSACTIONAL_ID
 
 from kafka_front.record_batch import decode_batch, split_batches
 from kafka_front.record_table import batch_table
@@ -38,9 +40,12 @@ INLINE_DECODE_BYTES = 256 << 10  # larger partitions decode in a worker thread, 
 
 
 async def init_producer_id(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
-    if rq.body.transactional_id is not None:
-        raise TransactionalIdAuthorizationFailed("transactions are not served by lakelog's Kafka listener yet; "
-                                                 "use enable.idempotence without transactional.id")
+    tid = rq.body.transactional_id
+    if tid is not None:
+        ctx.authorizer.authorize(conn.principal, "Write", TRANSACTIONAL_ID, tid)
+        timeout_ms = int(rq.body.transaction_timeout.total_seconds() * 1000)
+        ident = await asyncio.to_thread(ctx.transactions.init_producer_id, tid, timeout_ms)
+        return {"error_code": 0, "producer_id": ident.producer_id, "producer_epoch": ident.producer_epoch}
     ctx.authorizer.authorize(conn.principal, "IdempotentWrite", CLUSTER)
     ident = await asyncio.to_thread(ctx.log.init_producer, None)
     return {"error_code": 0, "producer_id": ident.producer_id, "producer_epoch": ident.producer_epoch}
@@ -56,12 +61,18 @@ async def _snapshot(ctx: "FrontContext", topic: str, partition: int) -> "TopicSn
     return snap
 
 
-def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", limit: int) -> list[PartitionBatch]:
+def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", limit: int,
+                      transactional: bool = False) -> list[PartitionBatch]:
+    """The partition's batches, decoded and validated; ``transactional``: the request's transactional id was
+    set, and every batch must say so (with its producer id), as Kafka's broker requires."""
     out = []
     for raw in split_batches(records):
         batch = decode_batch(raw, max_decompressed_bytes=limit)
-        if batch.transactional or batch.control:
-            raise InvalidRequest("transactional batches are not served by lakelog's Kafka listener yet")
+        if batch.control:
+            raise InvalidRequest("a producer cannot write control batches")
+        if batch.transactional != transactional or (transactional and batch.producer_id < 0):
+            raise InvalidRequest("transactional batches need the request's transactional_id, and a request with "
+                                 "a transactional_id only transactional batches with a producer id")
         if not len(batch):
             continue
         table = batch_table(batch)
@@ -76,8 +87,10 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     req = rq.body
     answers: dict[tuple[str, int], dict] = {}
     queued: list[tuple[str, list[PartitionBatch]]] = []
-    if req.transactional_id is not None:
-        fail: KafkaError | None = TransactionalIdAuthorizationFailed("transactions are not served yet")
+    tid = req.transactional_id
+    if tid is not None and not ctx.authorizer.allowed(conn.principal, "Write", TRANSACTIONAL_ID, tid):
+        fail: KafkaError | None = TransactionalIdAuthorizationFailed(
+            f"{conn.principal.name} is not authorized to Write transactional id {tid!r}")
     elif req.acks not in (0, 1, -1):
         fail = InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {req.acks}")
     else:
@@ -96,10 +109,15 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
                     raise TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {topic!r}")
                 snap = await _snapshot(ctx, topic, pd.index)
                 data = pd.records or b""
-                if len(data) > INLINE_DECODE_BYTES:
-                    got = await asyncio.to_thread(_decode_partition, data, pd.index, snap, ctx.max_frame_bytes)
+                if len(data) > INLINE_DECODE_BYTES or tid is not None:
+                    got = await asyncio.to_thread(_decode_partition, data, pd.index, snap, ctx.max_frame_bytes,
+                                                  tid is not None)
                 else:
                     got = _decode_partition(data, pd.index, snap, ctx.max_frame_bytes)
+                if tid is not None:  # held by the coordinator until EndTxn: no offset yet (docs/kafka-clients.md)
+                    await asyncio.to_thread(lambda: [ctx.transactions.stage_batch(tid, b, topic) for b in got])
+                    answers[(topic, pd.index)] = {"count": len(got), "base_offset": -1}
+                    continue
                 batches.extend(got)
                 answers[(topic, pd.index)] = {"count": len(got)}
             except KafkaError as e:

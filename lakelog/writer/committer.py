@@ -95,6 +95,9 @@ class PartitionBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    # A committing transaction's records: (Delta txn app id, version).  The commit sets the app id to the version,
+    # and a batch whose app id is already at or past its version is a duplicate (the commit was applied before).
+    transaction: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.records, pa.Table) or self.records.schema != INPUT_SCHEMA:
@@ -102,7 +105,8 @@ class PartitionBatch:
 
     @property
     def idempotent(self) -> bool:
-        return self.producer_id >= 0
+        """Sequence-checked (a committing transaction's records were checked when they were staged)."""
+        return self.producer_id >= 0 and self.transaction is None
 
     @functools.cached_property
     def nbytes(self) -> int:
@@ -248,8 +252,10 @@ class Committer:
                                 append_time if snap.config.log_append_time else -1)
                 for partition, items in plan.items() for i, base in items}
             txns = {leo_app(p): v for p, v in leo.items()}
+            txns.update(batches[i].transaction for items in plan.values() for i, _ in items
+                        if batches[i].transaction is not None)
             if self.node_id is not None:  # our leases again, unchanged: a takeover since then conflicts with us
-                txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan})
+                txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan if self._holds_lease(snap, p)})
             outcome = self._commit(adds, txns, producer_rows, commit_id)
             if outcome is True or commit_id in self.snapshot.recent_commit_ids:
                 return self._acknowledge(results, attempts[commit_id])
@@ -323,8 +329,15 @@ class Committer:
             except KafkaError as e:
                 dups[i] = e
                 continue
+            if b.transaction is not None:
+                done = snap.txn(b.transaction[0])
+                if done is not None and done >= b.transaction[1]:
+                    dups[i] = AppendResult(p, -1, n, duplicate=True)
+                    continue
             lease = unpack(snap.txn(lease_app(p))) if self.node_id is not None else None
-            if self.node_id is not None and (lease is None or lease.node_id != self.node_id):
+            # A transaction's commit is applied by its coordinator, which need not lead the partition: the
+            # offsets' fencing (lakelog.leo.<P>) keeps it safe beside the leader's appends.
+            if self.node_id is not None and b.transaction is None and (lease is None or lease.node_id != self.node_id):
                 dups[i] = NotLeaderOrFollower(
                     f"this front (node {self.node_id}) does not hold the lease of {self.topic} partition {p}"
                     + (f"; {self._describe_node(lease.node_id)} does" if lease else ""), lease.node_id if lease else -1)
@@ -338,6 +351,10 @@ class Committer:
                 info.record(meta)
                 producer_rows.append(meta.to_row())
         return plan, producer_rows, dups
+
+    def _holds_lease(self, snap: TopicSnapshot, partition: int) -> bool:
+        lease = unpack(snap.txn(lease_app(partition)))
+        return lease is not None and lease.node_id == self.node_id
 
     def _segment_table(self, batches, items, snap: TopicSnapshot, append_time_ms: int) -> pa.Table:
         log_append = snap.config.log_append_time

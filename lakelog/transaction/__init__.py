@@ -1,0 +1,1 @@
+"""Kafka transactions on lakelog: the coordinator, its state log, and the staging of a transaction's writes."""
