@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from crc32c import crc32c
 from kafka_front.record_batch import compressed_batch, encode_batch
 from wire_client import WireClient
 
@@ -157,9 +158,59 @@ def row_unknown_producer_id(wire, topic, http):
     return produce(wire, topic, batch([b"a"], pid=10 ** 12, epoch=0, seq=0)).error_code
 
 
-def row_transactional_id(wire, topic, http):
-    return wire.request(22, 4, {"transactional_id": "tx-1", "transaction_timeout": 60000, "producer_id": -1,
-                                "producer_epoch": -1}).error_code
+def _init_txn(wire, tid: str, timeout: int = 60000):
+    return wire.request(22, 4, {"transactional_id": tid, "transaction_timeout": timeout, "producer_id": -1,
+                                "producer_epoch": -1})
+
+
+def row_transaction_timeout(wire, topic, http):
+    assert _init_txn(wire, f"tx-{topic}", 900_001).error_code == _init_txn(wire, f"tx-{topic}", 0).error_code
+    return _init_txn(wire, f"tx-{topic}", 0).error_code
+
+
+def row_txn_not_initialised(wire, topic, http):
+    return wire.request(26, 3, {"transactional_id": f"never-{topic}", "producer_id": 5, "producer_epoch": 0,
+                                "committed": True}).error_code
+
+
+def row_txn_invalid_state(wire, topic, http):
+    init = _init_txn(wire, f"tx-{topic}")
+    return wire.request(26, 3, {"transactional_id": f"tx-{topic}", "producer_id": init.producer_id,
+                                "producer_epoch": init.producer_epoch, "committed": True}).error_code
+
+
+def row_txn_fenced(wire, topic, http):
+    old = _init_txn(wire, f"tx-{topic}")
+    new = _init_txn(wire, f"tx-{topic}")
+    assert (new.producer_id, new.producer_epoch) == (old.producer_id, old.producer_epoch + 1)
+    add = wire.request(24, 3, {"v3_and_below_transactional_id": f"tx-{topic}",
+                               "v3_and_below_producer_id": old.producer_id,
+                               "v3_and_below_producer_epoch": old.producer_epoch,
+                               "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    return add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def row_txn_unknown_partition(wire, topic, http):
+    init = _init_txn(wire, f"tx-{topic}")
+    add = wire.request(24, 3, {"v3_and_below_transactional_id": f"tx-{topic}",
+                               "v3_and_below_producer_id": init.producer_id,
+                               "v3_and_below_producer_epoch": init.producer_epoch,
+                               "v3_and_below_topics": [{"name": topic, "partitions": [0, 99]}]})
+    codes = {r.partition_index: r.partition_error_code for r in add.results_by_topic_v3_and_below[0].results_by_partition}
+    assert codes[0] == 55  # OPERATION_NOT_ATTEMPTED
+    return codes[99]
+
+
+def row_txn_batch_mismatch(wire, topic, http):
+    init = _init_txn(wire, f"tx-{topic}")
+    raw = bytearray(batch([b"a"], pid=init.producer_id, epoch=init.producer_epoch, seq=0))
+    # set the batch's isTransactional attribute bit (0x10) and recompute its CRC32C over attributes..end
+    attrs = struct.unpack_from(">h", raw, 21)[0] | 0x10
+    struct.pack_into(">h", raw, 21, attrs)
+    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+    code = produce(wire, topic, bytes(raw)).error_code  # no transactional_id in the request
+    assert _hw(http, topic) == 0
+    return code
 
 
 def row_offset_out_of_range(wire, topic, http):
@@ -170,8 +221,8 @@ def row_offset_out_of_range(wire, topic, http):
     return p.error_code
 
 
-def row_transaction_coordinator(wire, topic, http):
-    return wire.request(10, 4, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0].error_code
+def row_coordinator_key_type(wire, topic, http):
+    return wire.request(10, 4, {"key_type": 2, "coordinator_keys": ["tx"]}).coordinators[0].error_code
 
 
 def row_inconsistent_group_protocol(wire, topic, http):
