@@ -151,6 +151,8 @@ class FetchOut(BaseModel):
     topic: str
     partition: int
     high_watermark: int
+    last_stable_offset: int = Field(description="always the high watermark: an open transaction's records are "
+                                                "not in the topic until it commits")
     log_start_offset: int
     next_offset: int
     encoding: Encoding
