@@ -264,6 +264,7 @@ AUTH = {
          "resource_name": "tx-ok-", "operations": ["Write"]},
         {"principal": "User:alice", "resource_type": "Topic", "pattern_type": "Prefixed", "resource_name": "ok-",
          "operations": ["Write", "Read"]},
+        {"principal": "User:alice", "resource_type": "Group", "resource_name": "g-ok", "operations": ["Read"]},
         {"principal": "User:bob", "resource_type": "Topic", "pattern_type": "Prefixed", "resource_name": "ok-",
          "operations": ["Write", "Read"]},
     ],
@@ -298,5 +299,19 @@ def test_transactional_id_acl(auth_front):
                      "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         assert_error(end(bob, tid, pid, epoch, "commit"), 403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         staged(alice, tid, topic, pid, epoch, [(0, 0, ["alice"])])
+        hidden = f"hidden-{uuid.uuid4().hex[:6]}"
+        assert admin.post("/v1/topics", json={"name": hidden, "partitions": 1}).status_code == 201
+
+        def send_offsets(group: str, topics: list[str]):
+            return alice.post(f"/v1/transactions/{tid}/offsets", json={
+                "producer_id": pid, "producer_epoch": epoch, "group_id": group,
+                "offsets": [{"topic": t, "partition": 0, "offset": 1} for t in topics]})
+
+        # TxnOffsetCommit needs Read on the group and on every topic, as a plain offset commit
+        assert_error(send_offsets("g-other", [topic]), 403, "GROUP_AUTHORIZATION_FAILED")
+        assert_error(send_offsets("g-ok", [topic, hidden]), 403, "TOPIC_AUTHORIZATION_FAILED")
+        assert send_offsets("g-ok", [topic]).status_code == 204
         assert end(alice, tid, pid, epoch, "commit").status_code == 204
         assert [r["value"] for r in fetch(admin, topic, 0)["records"]] == ["alice"]
+        offsets = admin.get("/v1/groups/g-ok/offsets").json()["offsets"]
+        assert [(o["topic"], o["offset"]) for o in offsets] == [(topic, 1)]  # nothing of the refused calls
