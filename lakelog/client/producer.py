@@ -44,10 +44,9 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
-
-from typing import Iterable, Mapping
 
 from lakelog.errors import (InvalidConfig, InvalidProducerEpoch, InvalidProducerIdMapping, InvalidRequest,
                             InvalidTxnState, KafkaError, OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut,
@@ -377,15 +376,16 @@ class Producer:
         transaction must be aborted; a retriable failure (timeout) may be retried by calling this again."""
         self._require_txn("commit_transaction")
         deadline = self._deadline(timeout)
-        self.flush(max(0.0, deadline - time.monotonic()))
-        if self._fatal is not None:
-            raise self._fatal
-        if self._txn_error is not None:
-            e = self._txn_error
-            raise type(e)(f"the transaction cannot commit (abort_transaction() it): a write failed: {e.message}")
         with self._cv:
-            self._ending = True
+            self._ending = True  # from here on send() is refused: a later record would miss the commit
         try:
+            self.flush(max(0.0, deadline - time.monotonic()))
+            if self._fatal is not None:
+                raise self._fatal
+            if self._txn_error is not None:
+                e = self._txn_error
+                raise type(e)(f"the transaction cannot commit (abort_transaction() it): a write failed: "
+                              f"{e.message}")
             if self._txn_started:
                 self._txn_call("commit", {"producer_id": self._producer_id, "producer_epoch": self._epoch}, deadline)
             with self._cv:
@@ -610,16 +610,16 @@ class Producer:
         if error.retriable and now + backoff < b.deadline and self._fatal is None:
             self._requeue(b, now + backoff)
             return
-        if error.retriable:
-            error = RequestTimedOut(f"delivery_timeout_ms expired for {len(b.futures)} records of "
-                                    f"{b.topic}-{b.partition} after {b.attempts} attempts; last error: {error}")
+        final = error if not error.retriable else RequestTimedOut(
+            f"delivery_timeout_ms expired for {len(b.futures)} records of {b.topic}-{b.partition} after "
+            f"{b.attempts} attempts; last error: {error}")
         with self._cv:
             if isinstance(error, ProducerFenced) or (self.transactional_id is not None
                                                      and isinstance(error, _TXN_FATAL)):
                 self._fatal = error
             elif self.transactional_id is not None:
                 # the transaction cannot commit any more (Kafka's abortable error); the producer id stays
-                self._txn_error = self._txn_error or error
+                self._txn_error = self._txn_error or final
                 if ambiguous:
                     self._txn_bump = True
                 elif b.base_sequence is not None:
@@ -634,7 +634,7 @@ class Producer:
             elif self.idempotent and b.base_sequence is not None:
                 # nothing of the batch was written: the next batch reuses its sequence
                 self._sequences[(b.topic, b.partition)] = b.base_sequence
-        self._finish(b, error)
+        self._finish(b, final)
         if self._fatal is not None:
             self._fail_everything(self._fatal)
 
