@@ -14,7 +14,7 @@ from front_process import REPO, new_topic
 from lakelog.client import Admin, Consumer, Producer, TopicPartition
 from lakelog.client.producer import TransactionAborted
 from lakelog.errors import (InvalidConfig, InvalidTransactionTimeout, InvalidTxnState, KafkaError, ProducerFenced,
-                            UnknownTopicOrPartition)
+                            RequestTimedOut, UnknownTopicOrPartition)
 
 
 def tx_id() -> str:
@@ -183,6 +183,39 @@ def test_failed_send_makes_the_transaction_abortable(front, http):
         producer.send(topic, b"retry", partition=1)
         producer.commit_transaction()
         assert all_stored(admin, topic) == [b"retry"]
+
+
+def test_unknown_outcome_makes_abort_take_a_new_epoch(start_front):
+    """A write whose outcome stayed unknown (the front died) might still be staged later: abort takes a new epoch,
+    fencing it, and the next transaction carries none of it."""
+    front = start_front()
+    with front.client() as http:
+        topic = new_topic(http)
+        tid = tx_id()
+        producer = Producer(front.url, transactional_id=tid, linger_ms=1, delivery_timeout_ms=1500,
+                            request_timeout_ms=1000, retry_backoff_ms=50, retry_backoff_max_ms=200)
+        try:
+            producer.init_transactions()
+            epoch = http.get(f"/v1/transactions/{tid}").json()["producer_epoch"]
+            producer.begin_transaction()
+            producer.send(topic, b"staged", partition=0).result(timeout=60)
+            front.kill()
+            lost = producer.send(topic, b"unknown", partition=1)
+            with pytest.raises(RequestTimedOut):
+                lost.result(timeout=60)
+            with pytest.raises(RequestTimedOut):  # abortable: the transaction cannot commit any more
+                producer.commit_transaction()
+            front.start()
+            producer.abort_transaction()
+            state = http.get(f"/v1/transactions/{tid}").json()
+            assert (state["producer_epoch"], state["state"]) == (epoch + 1, "CompleteAbort")
+            producer.begin_transaction()
+            producer.send(topic, b"after", partition=0)
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        with Admin(front.url) as admin:
+            assert all_stored(admin, topic) == [b"after"]
 
 
 def test_misuse_is_refused(front, http):
