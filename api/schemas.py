@@ -151,6 +151,8 @@ class FetchOut(BaseModel):
     topic: str
     partition: int
     high_watermark: int
+    last_stable_offset: int = Field(description="always the high watermark: an open transaction's records are "
+                                                "not in the topic until it commits")
     log_start_offset: int
     next_offset: int
     encoding: Encoding
@@ -176,8 +178,10 @@ class OffsetCommit(BaseModel):
 # -- transactions -------------------------------------------------------------------------
 class TransactionInit(BaseModel):
     model_config = _FORBID
-    transaction_timeout_ms: Annotated[int, Field(ge=1, le=900_000)] = Field(
-        default=60_000, description="transaction.timeout.ms: an open transaction older than this is aborted")
+    # any int32: the coordinator judges the range (INVALID_TRANSACTION_TIMEOUT, as Kafka's InitProducerId)
+    transaction_timeout_ms: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)] = Field(
+        default=60_000, description="transaction.timeout.ms, 1 to 900000: an open transaction older than this is "
+                                    "aborted")
 
 
 class TransactionProducer(BaseModel):

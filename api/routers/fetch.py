@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
@@ -25,7 +25,11 @@ def fetch(
     max_records: Annotated[int, Query(ge=1, le=100_000)] = DEFAULT_MAX_RECORDS,
     max_bytes: Annotated[int, Query(ge=1, le=1 << 30)] = DEFAULT_MAX_BYTES,
     encoding: Encoding = "utf8",
+    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
 ) -> dict:
-    """Committed records from ``offset`` (416 ``OFFSET_OUT_OF_RANGE`` outside [log start offset, high watermark])."""
+    """Committed records from ``offset`` (416 ``OFFSET_OUT_OF_RANGE`` outside [log start offset, high watermark]).
+
+    Both isolation levels answer the same: a topic holds no record of an open or aborted transaction (they are
+    staged outside it until commit), so the last stable offset is the high watermark."""
     return fetch_records(log, topic, partition, offset, max_records=max_records, max_bytes=max_bytes,
                          encoding=encoding)

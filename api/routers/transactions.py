@@ -9,7 +9,8 @@ A transaction begins implicitly with its first write (produce or offsets), as in
 - ``POST /v1/transactions/{id}/commit`` / ``/abort``   EndTxn
 - ``GET  /v1/transactions/{id}``                       DescribeTransactions
 
-Needs Write on the TransactionalId (Describe for GET), Write on each topic and Read on the group.
+Needs Write on the TransactionalId (Describe for GET), Write on each topic produced to, and Read on the group
+and on each topic of the offsets sent.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def send_offsets(transactional_id: str, body: TransactionOffsets, request: Reque
     """sendOffsetsToTransaction: the group's offsets become committed with the transaction, or never."""
     authorizer.authorize(principal, "Write", TRANSACTIONAL_ID, transactional_id)
     authorizer.authorize(principal, "Read", GROUP, body.group_id)
+    for topic in sorted({o.topic for o in body.offsets}):  # as a plain offset commit (Kafka's TxnOffsetCommit)
+        authorizer.authorize(principal, "Read", TOPIC, topic)
     coordinator = _coordinator(request)
     coordinator.add_offsets(transactional_id, body.producer_id, body.producer_epoch, body.group_id)
     coordinator.txn_offset_commit(transactional_id, body.producer_id, body.producer_epoch, body.group_id,

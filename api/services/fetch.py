@@ -61,5 +61,6 @@ def fetch_records(log: "Log", topic: str, partition: int, offset: int, *, max_re
             "sequence": seqs[i],
         })
     return {"topic": topic, "partition": partition, "high_watermark": res.high_watermark,
+            "last_stable_offset": res.high_watermark,  # no transaction is ever open inside a topic table
             "log_start_offset": res.log_start_offset, "next_offset": res.next_offset, "encoding": encoding,
             "records": out}

@@ -33,6 +33,12 @@ unreachable (restarting) is retried: :meth:`poll` keeps serving the current
 assignment and rejoins once the front answers.  Callbacks run in the thread
 calling :meth:`poll`.
 
+Isolation: ``isolation_level`` is ``"read_uncommitted"`` (the default, as
+kafka-python) or ``"read_committed"``; both read the same records, because
+lakelog never stores uncommitted data: a transaction's records reach their
+topic tables only at its commit (an aborted one's never do), so every stored
+record is committed and the last stable offset is the high watermark.
+
 Static members (``group_instance_id``) do not leave the group on
 :meth:`close` (KIP-345): a restart within ``session_timeout_ms`` gets the same
 partitions back without a rebalance.
@@ -57,10 +63,11 @@ import pyarrow as pa
 from lakelog.group.assignors import ASSIGNORS, TopicPartition
 from lakelog.client.fetcher import DEFAULT_MAX_PARTITION_FETCH_BYTES, Fetcher
 from lakelog.client.transport import Transport
-from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidRequest, KafkaError, OffsetOutOfRange,
-                            RebalanceInProgress, UnknownMemberId)
+from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidConfig, InvalidRequest, KafkaError,
+                            OffsetOutOfRange, RebalanceInProgress, UnknownMemberId)
 
 OFFSET_RESETS = ("earliest", "latest", "none")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 _REJOINS_PER_POLL = 4  # a cooperative rebalance takes two rounds; a few more absorb races
 _POLL_INTERVAL_S = 0.05  # how often an empty poll looks again (and retries an unreachable front)
 log = logging.getLogger(__name__)
@@ -129,8 +136,11 @@ class Consumer:
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300_000, max_poll_records: int = 500,
                  max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES,
-                 metadata_max_age_ms: int = 5000) -> None:
+                 metadata_max_age_ms: int = 5000, isolation_level: str = "read_uncommitted") -> None:
         from lakelog.log import Log
+
+        if isolation_level not in ISOLATION_LEVELS:
+            raise InvalidConfig(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
 
         if auto_offset_reset not in OFFSET_RESETS:
             raise InvalidRequest(f"auto_offset_reset must be one of {OFFSET_RESETS}, got {auto_offset_reset!r}")
@@ -146,6 +156,7 @@ class Consumer:
         if bootstrap is None and root is None:
             raise InvalidRequest("give bootstrap (the front's URL) or root (a storage root)")
         self.group_id = group_id
+        self.isolation_level = isolation_level  # nothing to filter either way: see the module docstring
         self.group_instance_id = group_instance_id
         self.client_id = client_id
         self.strategies = _strategies(partition_assignment_strategy)

@@ -18,6 +18,17 @@
   unknown (it may have been committed), or the front reports a sequence or
   epoch error, the producer takes a new producer id before sending more, as
   Kafka's producer bumps its epoch; ``PRODUCER_FENCED`` is fatal.
+* Transactions (with ``transactional_id``), as Kafka's transactional producer:
+  :meth:`init_transactions` once, then :meth:`begin_transaction`, :meth:`send`
+  and :meth:`send_offsets_to_transaction`, and :meth:`commit_transaction` or
+  :meth:`abort_transaction`.  Batches go to ``/v1/transactions/{id}/...``,
+  where the front holds them until the commit: a transactional record's
+  :class:`RecordMetadata` has offset -1 (offsets are assigned at commit, after
+  anything appended before; nothing of an open or aborted transaction is ever in
+  a topic).  A failed send makes the transaction abortable only (commit raises,
+  abort clears); ``PRODUCER_FENCED``, ``INVALID_PRODUCER_EPOCH``,
+  ``INVALID_PRODUCER_ID_MAPPING`` and ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``
+  are fatal.
 
 :meth:`send` returns a ``concurrent.futures.Future`` resolving to
 :class:`RecordMetadata` (partition, offset).  :meth:`flush` waits for every
@@ -33,11 +44,13 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from lakelog.errors import (InvalidProducerEpoch, InvalidRequest, KafkaError, OutOfOrderSequenceNumber,
-                            ProducerFenced, RequestTimedOut, UnknownProducerId, UnknownTopicOrPartition,
+from lakelog.errors import (InvalidConfig, InvalidProducerEpoch, InvalidProducerIdMapping, InvalidRequest,
+                            InvalidTxnState, KafkaError, OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut,
+                            TransactionalIdAuthorizationFailed, UnknownProducerId, UnknownTopicOrPartition,
                             error_for_code)
 from lakelog.writer.partitioner import StickyPartitioner, partition_for_key
 from lakelog.storage.record_fields import as_bytes
@@ -45,6 +58,8 @@ from lakelog.storage.producer_state import INT32_MAX
 from lakelog.client.transport import Transport
 
 _RESET_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, UnknownProducerId)
+# A transactional producer cannot go on after these (Kafka's fatal errors): another instance owns the id now.
+_TXN_FATAL = (ProducerFenced, InvalidProducerEpoch, InvalidProducerIdMapping, TransactionalIdAuthorizationFailed)
 _RECORD_OVERHEAD = 70  # JSON framing per record, for batch sizing
 
 
@@ -75,6 +90,36 @@ class _Batch:
     solo: bool = False  # send in a request of its own (a shared request was refused as a whole)
 
 
+class TransactionAborted(KafkaError):
+    """A record still queued when its transaction was aborted (Kafka's client-side TransactionAbortedException)."""
+
+    name = "TRANSACTION_ABORTED"
+
+
+def _offset_entries(offsets) -> list[dict]:
+    """``[(topic, partition, offset[, metadata])]`` or ``{(topic, partition): offset}`` (TopicPartition keys and
+    OffsetAndMetadata values too) as the body's offsets."""
+    if isinstance(offsets, Mapping):
+        items = [(tp, o) for tp, o in offsets.items()]
+    else:
+        items = [((o[0], o[1]), o[2] if len(o) < 4 else (o[2], o[3])) for o in offsets]
+    entries = []
+    for tp, o in items:
+        topic, partition = (tp.topic, tp.partition) if hasattr(tp, "topic") else tp
+        if hasattr(o, "offset"):
+            offset, metadata = o.offset, o.metadata
+        elif isinstance(o, tuple):
+            offset, metadata = o
+        else:
+            offset, metadata = o, None
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidRequest(f"offset to commit for {topic}-{partition} must be an integer >= 0, got {offset!r}")
+        entries.append({"topic": topic, "partition": partition, "offset": offset, "metadata": metadata or None})
+    if not entries:
+        raise InvalidRequest("send_offsets_to_transaction needs at least one offset")
+    return entries
+
+
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
@@ -87,13 +132,18 @@ class Producer:
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000, max_in_flight_requests: int = 5,
                  max_request_size: int = 1 << 20, buffer_memory: int = 32 << 20, max_block_ms: int = 60_000,
-                 metadata_max_age_ms: int = 60_000) -> None:
+                 metadata_max_age_ms: int = 60_000, transaction_timeout_ms: int = 60_000) -> None:
+        if isinstance(transaction_timeout_ms, bool) or not isinstance(transaction_timeout_ms, int) \
+                or transaction_timeout_ms < 1:
+            raise InvalidConfig(f"transaction_timeout_ms must be a positive integer, got {transaction_timeout_ms!r}")
         self.transport = Transport(bootstrap, token=token, timeout=request_timeout_ms / 1000.0,
                                    max_connections=max_in_flight_requests + 2)
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
         self.idempotent = enable_idempotence or transactional_id is not None
         self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._txn_path = f"/v1/transactions/{quote(transactional_id, safe='')}" if transactional_id else ""
         self.delivery_timeout_s = delivery_timeout_ms / 1000.0
         self.backoff_s, self.backoff_max_s = retry_backoff_ms / 1000.0, retry_backoff_max_ms / 1000.0
         self.max_in_flight = max_in_flight_requests
@@ -114,6 +164,13 @@ class Producer:
         self._partitions: dict[str, tuple[float, int]] = {}
         self._producer_id, self._epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
+        # transactions (guarded by _cv)
+        self._txn_ready = False  # init_transactions succeeded
+        self._in_txn = False  # begin_transaction .. the end of commit/abort
+        self._ending = False  # commit/abort under way: send() is refused
+        self._txn_started = False  # the front may hold a write of this transaction: EndTxn is due
+        self._txn_error: KafkaError | None = None  # abortable: commit raises it, abort clears it
+        self._txn_bump = False  # a write's outcome stayed unknown: abort takes a new epoch (see abort_transaction)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight_requests, thread_name_prefix="lakelog-request")
         self._sender = threading.Thread(target=self._run, name="lakelog-producer-sender", daemon=True)
         self._sender.start()
@@ -133,11 +190,16 @@ class Producer:
     def send(self, topic: str, value=None, key=None, *, partition: int | None = None,
              headers: list[tuple[str, bytes | str | None]] | dict | None = None,
              timestamp_ms: int | None = None) -> "Future[RecordMetadata]":
-        """Queue one record; the future resolves once it is committed (or fails)."""
+        """Queue one record; the future resolves once it is committed (or fails).  A transactional producer
+        sends only inside a transaction, and its records' offsets are -1 (assigned at commit)."""
         if self._fatal is not None:
             raise self._fatal
         if self._closed:
             raise InvalidRequest("the producer is closed")
+        if self.transactional_id is not None and (not self._in_txn or self._ending):
+            raise InvalidTxnState("cannot send without an ongoing transaction: begin_transaction() first"
+                                  if not self._in_txn else "cannot send while the transaction is committing or "
+                                  "aborting")
         k, v = as_bytes(key, "key"), as_bytes(value, "value")
         n = self.partitions_for(topic)
         if partition is not None:
@@ -197,8 +259,14 @@ class Producer:
                 self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the sender and release connections."""
+        """Flush (abort an open transaction, as Kafka's producer does), then stop the sender and release
+        connections."""
         try:
+            if self._fatal is None and self._in_txn and not self._ending:
+                try:
+                    self.abort_transaction(timeout)
+                except KafkaError:
+                    pass  # the coordinator aborts it after transaction_timeout_ms anyway
             if self._fatal is None:
                 self.flush(timeout)
         finally:
@@ -214,6 +282,151 @@ class Producer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # -- transactions ---------------------------------------------------------------------
+    def _check_txn(self, call: str) -> None:
+        if self.transactional_id is None:
+            raise InvalidTxnState(f"{call} needs a transactional_id")
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed:
+            raise InvalidRequest("the producer is closed")
+
+    def _require_txn(self, call: str) -> None:
+        self._check_txn(call)
+        if not self._in_txn:
+            raise InvalidTxnState(f"{call} needs an ongoing transaction (begin_transaction() first)")
+        if self._ending:
+            raise InvalidTxnState(f"{call}: the transaction is already committing or aborting")
+
+    def _txn_call(self, what: str, body: dict, deadline: float) -> dict | None:
+        """POST ``/v1/transactions/{id}/{what}``, retrying retriable errors until ``deadline``; a fatal error
+        makes the producer fatal."""
+        attempt = 0
+        while True:
+            try:
+                return self.transport.json("POST", f"{self._txn_path}/{what}", json=body)
+            except KafkaError as e:
+                if isinstance(e, _TXN_FATAL):
+                    self._fail_everything(e)
+                    raise
+                backoff = min(self.backoff_s * (2 ** attempt), self.backoff_max_s)
+                if not e.retriable or time.monotonic() + backoff >= deadline:
+                    raise
+                time.sleep(backoff)
+                attempt += 1
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.max_block_s if timeout is None else timeout)
+
+    def _init_txn(self, deadline: float) -> None:
+        out = self._txn_call("init", {"transaction_timeout_ms": self.transaction_timeout_ms}, deadline)
+        with self._cv:
+            self._producer_id, self._epoch = out["producer_id"], out["producer_epoch"]
+            self._sequences.clear()  # a new epoch numbers every partition from 0
+            self._txn_ready = True
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """InitProducerId for the transactional id (``transaction_timeout_ms`` is the coordinator's
+        transaction.timeout.ms): takes the id's producer id with a new epoch, fencing any older instance and
+        aborting a transaction it left open.  Call once, before the first :meth:`begin_transaction`."""
+        self._check_txn("init_transactions")
+        if self._in_txn:
+            raise InvalidTxnState("init_transactions: a transaction is open (commit or abort it first)")
+        self._init_txn(self._deadline(timeout))
+
+    def begin_transaction(self) -> None:
+        """Open a transaction (locally: the front begins it with the first write, as Kafka's coordinator)."""
+        self._check_txn("begin_transaction")
+        if not self._txn_ready:
+            raise InvalidTxnState("begin_transaction: init_transactions() first")
+        with self._cv:
+            if self._in_txn:
+                raise InvalidTxnState("begin_transaction: a transaction is already open")
+            self._in_txn, self._txn_started, self._txn_error, self._txn_bump = True, False, None, False
+
+    def send_offsets_to_transaction(self, offsets, group_id, timeout: float | None = None) -> None:
+        """Commit consumer offsets with the transaction (committed at its commit, never if it aborts).
+
+        ``offsets``: ``[(topic, partition, offset[, metadata])]`` or ``{(topic, partition): offset}``
+        (TopicPartition / OffsetAndMetadata accepted); offsets are those of the next record to consume.
+        ``group_id``: the group's id or a consumer's :meth:`group_metadata`.  Flushes pending sends first."""
+        self._require_txn("send_offsets_to_transaction")
+        group = getattr(group_id, "group_id", group_id)
+        if not isinstance(group, str) or not group:
+            raise InvalidRequest(f"send_offsets_to_transaction needs a group id, got {group_id!r}")
+        entries = _offset_entries(offsets)
+        deadline = self._deadline(timeout)
+        self.flush(max(0.0, deadline - time.monotonic()))
+        with self._cv:
+            self._txn_started = True  # even a failed call may have begun the transaction on the front
+        body = {"producer_id": self._producer_id, "producer_epoch": self._epoch, "group_id": group,
+                "offsets": entries}
+        try:
+            self._txn_call("offsets", body, deadline)
+        except KafkaError as e:
+            if self._fatal is None:
+                with self._cv:
+                    self._txn_error = self._txn_error or e
+            raise
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush every pending send, then EndTxn(commit): returns once the transaction's records are in their
+        topics and its offsets committed.  If a send of the transaction failed, raises that error and the
+        transaction must be aborted; a retriable failure (timeout) may be retried by calling this again."""
+        self._require_txn("commit_transaction")
+        deadline = self._deadline(timeout)
+        with self._cv:
+            self._ending = True  # from here on send() is refused: a later record would miss the commit
+        try:
+            self.flush(max(0.0, deadline - time.monotonic()))
+            if self._fatal is not None:
+                raise self._fatal
+            if self._txn_error is not None:
+                e = self._txn_error
+                raise type(e)(f"the transaction cannot commit (abort_transaction() it): a write failed: "
+                              f"{e.message}")
+            if self._txn_started:
+                self._txn_call("commit", {"producer_id": self._producer_id, "producer_epoch": self._epoch}, deadline)
+            with self._cv:
+                self._in_txn = False
+        finally:
+            with self._cv:
+                self._ending = False
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the records not sent yet (their futures fail with :class:`TransactionAborted`), wait for the
+        requests in flight, then EndTxn(abort): nothing of the transaction is ever visible.  A new transaction
+        may begin afterwards."""
+        self._require_txn("abort_transaction")
+        deadline = self._deadline(timeout)
+        with self._cv:
+            self._ending = True
+            dropped = [b for q in self._queues.values() for b in q]
+            for q in self._queues.values():
+                q.clear()
+        try:
+            for b in dropped:
+                self._finish(b, TransactionAborted("the transaction was aborted before the record was sent"),
+                             in_flight=False)
+            self.flush(max(0.0, deadline - time.monotonic()))  # only requests in flight are left
+            if self._fatal is not None:
+                raise self._fatal
+            producer = {"producer_id": self._producer_id, "producer_epoch": self._epoch}
+            if self._txn_bump:
+                # a write whose outcome is unknown may still be staged later (a request the front is still
+                # serving): a new epoch, which also aborts the open transaction, fences it (Kafka's KIP-360)
+                self._init_txn(deadline)
+            elif self._txn_started:
+                try:
+                    self._txn_call("abort", producer, deadline)
+                except InvalidTxnState:
+                    pass  # the front holds no open transaction (no write reached it): nothing to abort
+            with self._cv:
+                self._in_txn, self._txn_error, self._txn_bump = False, None, False
+        finally:
+            with self._cv:
+                self._ending = False
 
     # -- the sender thread ----------------------------------------------------------------
     def _ready(self, now: float) -> tuple[list[_Batch], float]:
@@ -275,6 +488,8 @@ class Producer:
             queue.popleft()
             self._in_flight.add(tp)
             b.closed = True
+            if self.transactional_id is not None:
+                self._txn_started = True  # the front begins the transaction with this write
             if self.idempotent and (b.base_sequence is None or b.producer_id != self._producer_id):
                 seq = self._sequences.get(tp, 0)
                 b.base_sequence, b.producer_id = seq, self._producer_id
@@ -298,6 +513,8 @@ class Producer:
     def _ensure_producer_id(self) -> None:
         if not self.idempotent or self._producer_id >= 0:
             return
+        if self.transactional_id is not None:  # send() refuses records before init_transactions: a bug
+            raise InvalidTxnState("a transactional producer takes its producer id from init_transactions()")
         body = {"transactional_id": self.transactional_id} if self.transactional_id else {}
         out = self.transport.json("POST", "/v1/producers", json=body)
         with self._cv:
@@ -335,7 +552,8 @@ class Producer:
         try:
             try:
                 data = json.dumps(self._body(batches)).encode()
-                response = self.transport.request("POST", f"/v1/topics/{quote(topic, safe='')}/records",
+                prefix = f"{self._txn_path}/topics" if self.transactional_id is not None else "/v1/topics"
+                response = self.transport.request("POST", f"{prefix}/{quote(topic, safe='')}/records",
                                                   content=data, headers={"Content-Type": "application/json"})
                 results = {r["partition"]: r for r in response.json()["results"]}
             except KafkaError as e:
@@ -369,7 +587,8 @@ class Producer:
     def _complete(self, b: _Batch, result: dict) -> None:
         base, append_time = result["base_offset"], result.get("log_append_time", -1)
         for i, f in enumerate(b.futures):
-            f.set_result(RecordMetadata(b.topic, b.partition, base + i, append_time))
+            # a transactional batch is staged, not appended: -1 until the commit assigns offsets
+            f.set_result(RecordMetadata(b.topic, b.partition, base + i if base >= 0 else -1, append_time))
         self._finish(b)
 
     def _finish(self, b: _Batch, error: KafkaError | None = None, *, in_flight: bool = True) -> None:
@@ -391,9 +610,20 @@ class Producer:
         if error.retriable and now + backoff < b.deadline and self._fatal is None:
             self._requeue(b, now + backoff)
             return
+        final = error if not error.retriable else RequestTimedOut(
+            f"delivery_timeout_ms expired for {len(b.futures)} records of {b.topic}-{b.partition} after "
+            f"{b.attempts} attempts; last error: {error}")
         with self._cv:
-            if isinstance(error, ProducerFenced):
+            if isinstance(error, ProducerFenced) or (self.transactional_id is not None
+                                                     and isinstance(error, _TXN_FATAL)):
                 self._fatal = error
+            elif self.transactional_id is not None:
+                # the transaction cannot commit any more (Kafka's abortable error); the producer id stays
+                self._txn_error = self._txn_error or final
+                if ambiguous:
+                    self._txn_bump = True
+                elif b.base_sequence is not None:
+                    self._sequences[(b.topic, b.partition)] = b.base_sequence
             elif self.idempotent and (ambiguous or isinstance(error, _RESET_ERRORS)):
                 # the batch may have landed, or our sequence state is not the front's: take a new
                 # producer id so no later batch can be mistaken for (or blocked by) this one
@@ -404,10 +634,7 @@ class Producer:
             elif self.idempotent and b.base_sequence is not None:
                 # nothing of the batch was written: the next batch reuses its sequence
                 self._sequences[(b.topic, b.partition)] = b.base_sequence
-        if error.retriable:
-            error = RequestTimedOut(f"delivery_timeout_ms expired for {len(b.futures)} records of "
-                                    f"{b.topic}-{b.partition} after {b.attempts} attempts; last error: {error}")
-        self._finish(b, error)
+        self._finish(b, final)
         if self._fatal is not None:
             self._fail_everything(self._fatal)
 

@@ -85,14 +85,23 @@ def test_fenced_transactional_producer_fails(front):
         topic = f"tx-{id(admin):x}"
         admin.create_topic(topic, 1)
     first = Producer(front.url, transactional_id=f"app-{topic}")
-    assert first.send(topic, b"one").result(timeout=60).offset == 0
+    first.init_transactions()
+    first.begin_transaction()
+    assert first.send(topic, b"one").result(timeout=60).offset == -1  # staged until the commit
+    first.commit_transaction()
+    first.begin_transaction()
     with Producer(front.url, transactional_id=f"app-{topic}") as second:
-        assert second.send(topic, b"two").result(timeout=60).offset == 1
+        second.init_transactions()
+        second.begin_transaction()
+        second.send(topic, b"two")
+        second.commit_transaction()
     with pytest.raises(ProducerFenced):
         first.send(topic, b"zombie").result(timeout=60)
     with pytest.raises(ProducerFenced):
         first.send(topic, b"again")
     first.close()
+    with Admin(front.url) as admin:
+        assert values(admin, topic, 0) == [b"one", b"two"]
 
 
 def test_cli_produce_bootstrap(front, http):
