@@ -21,3 +21,15 @@ def test_kafka_bench_quick_run(tmp_path):
     assert body, out.read_text()
     assert re.search(r"\| confluent-kafka producer .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
     assert re.search(r"record batch decode \(with CRC check\) \| [\d,]+ records/s", body.group(1))
+
+
+def test_transactions_bench_quick_run(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "transactions", "--quick", "--scale", "0.5",
+                           "--output", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a goal not met (tiny sizes say nothing)
+    body = re.search(r"<!-- bench:transactions -->(.*?)<!-- /bench:transactions -->", out.read_text(), re.S)
+    assert body, out.read_text()
+    assert re.search(r"\| transactional producer, 100 ms transactions .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
+    assert re.search(r"\| Spark scan, kafka.isolation.level=read_committed \| [\d,]+ \| [\d.]+x \|", body.group(1))
