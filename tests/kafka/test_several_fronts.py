@@ -149,3 +149,41 @@ def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
     with httpx.Client(base_url=urls[owners[foreign]], timeout=60) as leader:
         r = leader.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "x", "partition": foreign}]})
         assert r.status_code == 200, r.text
+
+
+def test_transactions_span_partitions_led_by_several_fronts(fronts):
+    """The transaction coordinator (FindCoordinator key type 1: the front the id hashes to) commits records staged
+    by the partitions' leaders on the other fronts; aborted ones never appear."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    with fronts[0].client() as http:
+        topic = new_topic(http, partitions=PARTITIONS)
+    bootstrap = ",".join(f.bootstrap for f in fronts)
+    wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
+    committed = []
+    for n in range(4):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"multi-{topic}-{n}", "linger.ms": 5})
+        p.init_transactions(30)
+        for round_ in range(3):
+            p.begin_transaction()
+            batch = [b"%d-%d-%d" % (n, round_, i) for i in range(PARTITIONS * 2)]
+            for i, v in enumerate(batch):
+                p.produce(topic, value=v, partition=i % PARTITIONS)
+            if round_ == 1:
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+                committed += batch
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, q, 0) for q in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        got += [m.value() for m in c.consume(100, 0.5) if not m.error()]
+    time.sleep(1.0)
+    got += [m.value() for m in c.consume(100, 0.5) if not m.error()]
+    c.close()
+    assert sorted(got) == sorted(committed)
+    log = Log(fronts[0].root)
+    assert sum(log.snapshot(topic).high_watermark(q) for q in range(PARTITIONS)) == len(committed)
