@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import pyarrow as pa
 
 from lakelog.errors import (ConcurrentTransactions, InvalidProducerIdMapping, InvalidRequest,
-                            InvalidTransactionTimeout, InvalidTxnState, KafkaError, UnknownTopicOrPartition)
+                            InvalidTransactionTimeout, InvalidTxnState, KafkaError, UnknownTopicId,
+                            UnknownTopicOrPartition)
 from lakelog.storage.delta_commit import CommitConflict
 from lakelog.storage.producer_ids import ProducerIdentity
 from lakelog.transaction import transaction_state as ts
@@ -231,8 +232,16 @@ class TransactionCoordinator:
                 partition, records, meta.producer_id, meta.producer_epoch,
                 transaction=(marker_app(meta.producer_id, partition), meta.marker)))
         for topic, batches in by_topic.items():
-            for result in self._append(topic, batches):
-                if isinstance(result, KafkaError):
+            try:
+                results = self._append(topic, batches)
+            except (UnknownTopicOrPartition, UnknownTopicId) as e:
+                results = [e]
+            for result in results:
+                if isinstance(result, (UnknownTopicOrPartition, UnknownTopicId)):
+                    # deleted since (a broker drops the markers of deleted partitions the same way)
+                    log.warning("transaction of %r: topic %s was deleted before its commit reached it",
+                                meta.transactional_id, topic)
+                elif isinstance(result, KafkaError):
                     raise result  # still PrepareCommit: a retry or recovery applies what is left
         if meta.groups:
             staged_offsets = self.staging.offsets(meta.transactional_id, meta.producer_id, meta.producer_epoch)
