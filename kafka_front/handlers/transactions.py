@@ -109,5 +109,5 @@ async def end_txn(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dic
     req = rq.body
     ctx.authorizer.authorize(conn.principal, "Write", TRANSACTIONAL_ID, req.transactional_id)
     await asyncio.to_thread(ctx.transactions.end_txn, req.transactional_id, req.producer_id, req.producer_epoch,
-                            bool(req.committed))
+                            bool(req.committed), wait=False)
     return {"error_code": 0}

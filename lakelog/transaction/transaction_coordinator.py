@@ -12,9 +12,11 @@ How a transaction reaches the topics (docs/architecture.md, "Transactions"):
    then writes ``CompleteCommit`` and deletes the staging.  Every topic commit carries the Delta ``txn`` entry
    ``lakelog.tx.<producer id>.<partition>`` = :attr:`TxnMetadata.marker`, so applying the same decision again
    (EndTxn retried, or recovery after a crash at any point) appends nothing twice.
-3. Once the decision is written the transaction commits, whatever fails after it: EndTxn answers an error
-   only if the decision itself was not written; a failure while applying leaves ``PrepareCommit``, which a
-   retried EndTxn, the next InitProducerId of the id, or :meth:`recover` (every front, at start) finishes.
+3. Once the decision is written the transaction commits, whatever fails after it.  The Kafka listener answers
+   EndTxn then, as a broker does, and the commit completes in the background while the producer goes on
+   (``end_txn(wait=False)``); the id's next request (AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId)
+   finishes it first if it has not completed, and so does :meth:`recover` (every front, at start) after a
+   crash.  A failure while applying leaves ``PrepareCommit`` for the same three to finish.
 4. EndTxn(abort), a new InitProducerId of the id, and the timeout abort by deleting the staging; the last two
    bump the epoch first, fencing the old producer (``PRODUCER_FENCED``).
 
@@ -31,6 +33,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # the Java producer's transaction.timeout.ms
 MAX_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms
+COMPLETION_THREADS = 4  # decided transactions completing in the background at once
 AppendBatches = Callable[[str, list[PartitionBatch]], "list[AppendResult | KafkaError]"]
 
 
@@ -87,6 +91,7 @@ class TransactionCoordinator:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._metas: dict[str, TxnMetadata] = {}
+        self._completions = ThreadPoolExecutor(max_workers=COMPLETION_THREADS, thread_name_prefix="lakelog-txn")
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -163,6 +168,9 @@ class TransactionCoordinator:
     def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, **what) -> None:
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
+            if meta.state.preparing:  # the last EndTxn's completion has not run yet: it goes first
+                ts.check_producer(meta, producer_id, producer_epoch)
+                meta = self._finish(meta)
             new = ts.add(meta, producer_id, producer_epoch, now_ms=self._now_ms(), **what)
             if new is meta:
                 return
@@ -196,15 +204,37 @@ class TransactionCoordinator:
         self.log.registry.check(producer_id, producer_epoch)
         self.staging.stage_offsets(transactional_id, producer_id, producer_epoch, group, offsets)
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """EndTxn: commit or abort the open transaction; returns once it is complete."""
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                wait: bool = True) -> None:
+        """EndTxn: decide the open transaction.  ``wait``: return once it is complete; otherwise once the
+        decision is durable (as a broker's EndTxn does), completing it in the background -- the id's next
+        request finishes it first if the background has not, and OffsetFetch answers UNSTABLE_OFFSET_COMMIT
+        for its groups meanwhile (:meth:`has_pending_offsets`)."""
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
             decided = ts.end(meta, producer_id, producer_epoch, commit)
-            if decided.state.preparing:
-                if decided is not meta:
-                    decided = self._save(decided)
+            if not decided.state.preparing:
+                return
+            if decided is not meta:
+                decided = self._save(decided)
+            if wait:
                 self._finish(decided)
+                return
+        self._completions.submit(self._finish_later, transactional_id, decided.marker)
+
+    def _finish_later(self, transactional_id: str, marker: int) -> None:
+        with self._lock(transactional_id):
+            meta = self._metas.get(transactional_id)
+            if meta is None or not meta.state.preparing or meta.marker != marker:
+                return  # finished meanwhile by the id's next request
+            try:
+                self._finish(meta)
+            except KafkaError as e:  # stays decided: the id's next request, or recovery, finishes it
+                log.warning("completing the transaction of %r: %s", transactional_id, e)
+
+    def has_pending_offsets(self, group: str) -> bool:
+        """Whether a decided transaction's offsets of ``group`` are not yet committed (this front's ids)."""
+        return any(m.state is TxnState.PREPARE_COMMIT and group in m.groups for m in list(self._metas.values()))
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         with self._lock(transactional_id):
