@@ -175,7 +175,9 @@ class TransactionCoordinator:
         meta = self._metas.get(transactional_id)
         if meta is not None and meta.producer_id == batch.producer_id:
             ts.check_producer(meta, batch.producer_id, batch.producer_epoch)
-            if meta.state is TxnState.ONGOING and (topic, batch.partition) not in meta.partitions:
+            # No open transaction (before the first AddPartitionsToTxn, after EndTxn): the batch would be
+            # acknowledged, then discarded when the next transaction begins.
+            if meta.state is not TxnState.ONGOING or (topic, batch.partition) not in meta.partitions:
                 raise InvalidTxnState(f"partition {topic}-{batch.partition} was not added to the transaction "
                                          f"(AddPartitionsToTxn first)")
         fresh = self.staging.stage(transactional_id, batch.producer_id, batch.producer_epoch, topic,
