@@ -4,8 +4,6 @@ a Delta checkpoint and a rebuild from it, so a commit applied again afterwards i
 
 from __future__ import annotations
 
-import os
-
 from lakelog import Log
 from lakelog.compaction.compaction_job import run_compaction
 from lakelog.compaction.merge_job import run_merge
@@ -136,34 +134,35 @@ def test_retention_of_a_transactional_topic_keeps_markers(local_root):
     assert table_rows(log, "d", 1)[-1] == (12, b"k", b"next")
 
 
-def test_markers_survive_a_checkpoint_and_a_rebuild_from_it(local_root):
+def test_markers_survive_a_checkpoint_and_a_rebuild_from_it(root):
     """Once the commits before a Delta checkpoint are cleaned up (delta.logRetentionDuration) and no Arrow index
-    is left, a reader rebuilds the snapshot from the checkpoint and the commits after it: the markers must be in it, or a retried commit
-    would append its records a second time."""
+    is left, a reader rebuilds the snapshot from the checkpoint and the commits after it: the markers must be in
+    it, or a retried commit would append its records a second time.  (Local and S3.)"""
     from deltalake import DeltaTable
+    from pyarrow.fs import FileSelector
 
-    log = Log(local_root)
+    log = Log(root)
     log.create_topic("r", 2)
     producer = Producer(log, "app", "r")
     for i in range(3):
         producer.txn({p: [{"key": "k", "value": f"{i}-{p}"}] for p in range(2)})
     log.close()
-    table = local_root.path_for("topics", "r")
-    dt = DeltaTable(local_root.uri_for("topics", "r"))
+    dt = DeltaTable(root.uri_for("topics", "r"), storage_options=root.storage_options)
     dt.create_checkpoint()
     checkpoint = dt.version()
     producer.txn({p: [{"key": "k", "value": f"3-{p}"}] for p in range(2)})  # a commit after the checkpoint
     log.close()
-    rebuilt = rebuild_from_delta(local_root, "r")
+    rebuilt = rebuild_from_delta(root, "r")
     for b in producer.applied:
         assert rebuilt.txn(b.transaction[0]) >= b.transaction[1], b.transaction
     # the same through a fresh process whose log tail and index are gone
-    for name in os.listdir(f"{table}/_delta_log"):
-        if name.endswith(".json") and int(name[:20]) < checkpoint:
-            os.remove(f"{table}/_delta_log/{name}")
-    index_dir = f"{table}/_lakelog/index"
-    for name in os.listdir(index_dir) if os.path.isdir(index_dir) else []:
-        os.remove(f"{index_dir}/{name}")
-    fresh = Log(local_root)
+    fs = root.filesystem
+    for info in fs.get_file_info(FileSelector(root.path_for("topics", "r", "_delta_log"))):
+        if info.base_name.endswith(".json") and int(info.base_name[:20]) < checkpoint:
+            fs.delete_file(info.path)
+    for info in fs.get_file_info(FileSelector(root.path_for("topics", "r", "_lakelog", "index"),
+                                              allow_not_found=True)):
+        fs.delete_file(info.path)
+    fresh = Log(root)
     assert [r[2] for r in table_rows(fresh, "r", 0)] == [b"0-0", b"1-0", b"2-0", b"3-0"]
     assert_reapplied_commits_are_duplicates(fresh, producer)
