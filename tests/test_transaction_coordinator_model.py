@@ -233,7 +233,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         topics = sorted({t for (t, p) in m.staged if (t, p) in m.parts})
         if m.open and commit and failure and topics:
             failing = data.draw(st.sets(st.sampled_from(topics), min_size=1))
-            self._failed_commit(tid, failing, failure, data.draw(st.sampled_from(["recover", "retry", "reinit"])))
+            self._failed_commit(tid, failing, failure,
+                                data.draw(st.sampled_from(["recover", "periodic", "retry", "reinit"])))
         elif m.open:
             self.coord.end_txn(tid, m.pid, m.epoch, commit)
             if commit:
@@ -256,8 +257,8 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     def _failed_commit(self, tid, failing, mode, then):
         """EndTxn(commit) writes PrepareCommit, then the append fails (raises, or answers errors) for some
-        topics; then a restart (recover), a retried EndTxn, or the next InitProducerId of the id applies the
-        commit, each record once."""
+        topics; then a restart (recover), the front's periodic task (abort_expired), a retried EndTxn, or the next
+        InitProducerId of the id applies the commit, each record once."""
         m = self.txns[tid]
         self.fail = {t: mode for t in failing}
         try:
@@ -271,6 +272,8 @@ class CoordinatorModel(RuleBasedStateMachine):
                 assert self._values(t, p) == [v for _, v in self.committed[(t, p)]]
         if then == "recover":
             assert self._crash() == 1
+        elif then == "periodic":  # the front's periodic task, with no request from the producer
+            assert self.coord.abort_expired() == []
         elif then == "retry":
             self.coord.end_txn(tid, m.pid, m.epoch, True)
         else:
@@ -381,7 +384,7 @@ def _check(machine: CoordinatorModel) -> None:
     machine.stored_states_are_the_models()
 
 
-@pytest.mark.parametrize("then", ["recover", "retry", "reinit"])
+@pytest.mark.parametrize("then", ["recover", "periodic", "retry", "reinit"])
 @pytest.mark.parametrize("mode", ["raise", "return"])
 @pytest.mark.parametrize("failing", [{"a"}, {"b"}, {"a", "b"}])
 def test_commit_failing_part_way(failing, mode, then):

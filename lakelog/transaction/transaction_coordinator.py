@@ -252,7 +252,18 @@ class TransactionCoordinator:
 
     def abort_expired(self) -> list[str]:
         """Abort every open transaction past its ``transaction.timeout.ms`` (bumping the epoch, as Kafka does,
-        so the abandoned producer is fenced); the ids aborted."""
+        so the abandoned producer is fenced); the ids aborted.  First finish the decided transactions whose
+        completion failed (an append's storage error): a decision is applied whether or not its producer calls
+        again, as Kafka's coordinator retries its markers."""
+        for transactional_id in [t for t, m in list(self._metas.items()) if m.state.preparing]:
+            with self._lock(transactional_id):
+                self._metas.pop(transactional_id, None)  # another front may have finished it since: read it again
+                meta = self._load(transactional_id)
+                if meta is not None and meta.state.preparing:
+                    try:
+                        self._finish(meta)
+                    except KafkaError as e:
+                        log.warning("finishing the decided transaction of %r: %s", transactional_id, e)
         now = self._now_ms()
         aborted = []
         for transactional_id in [t for t, m in list(self._metas.items()) if ts.expired(m, now)]:
