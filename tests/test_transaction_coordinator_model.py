@@ -409,3 +409,52 @@ def test_commit_failing_part_way(failing, mode, then):
         _check(machine)
     finally:
         machine.teardown()
+
+
+def test_a_late_end_txn_at_a_stale_front_appends_no_record_twice(tmp_path):
+    """Front A decides a commit but its append fails; front B (restarted, or now the coordinator) finishes it and
+    the producer begins its next transaction there, staging to a partition the first one had added but not
+    written and to one it had not added.  A late retry of the first EndTxn reaching A must act on the stored
+    state, not on A's stale PrepareCommit, which would apply the next transaction's records only where the first
+    one had partitions and discard the rest: acknowledged records lost, a transaction half committed.  (With one
+    epoch per producer session, as in Kafka's transactions v1, an EndTxn(commit) of the same epoch commits
+    whatever transaction is open: here, the second, whole.)"""
+    from lakelog.errors import ConcurrentTransactions
+
+    root = str(tmp_path / "root")
+    log_a = Log(root)
+    log_a.create_topic("a", 2)
+    log_a.create_topic("b", 1)
+    failing = [True]
+
+    def append(topic, batches):
+        if failing[0]:
+            raise KafkaStorageError("injected")
+        return log_a.append_batches(topic, batches)
+
+    front_a = TransactionCoordinator(log_a, append=append)
+    ident = front_a.init_producer_id("x")
+    pid, epoch = ident.producer_id, ident.producer_epoch
+    front_a.add_partitions("x", pid, epoch, [("a", 0), ("b", 0)])  # b: added, nothing produced to it
+    front_a.stage_batch("x", PartitionBatch(0, [{"key": "k", "value": "first"}], pid, epoch, 0), "a")
+    with pytest.raises(KafkaStorageError):
+        front_a.end_txn("x", pid, epoch, True)
+    front_b = TransactionCoordinator(Log(root))
+    assert front_b.recover() == 1
+    front_b.add_partitions("x", pid, epoch, [("b", 0), ("a", 1)])
+    front_b.stage_batch("x", PartitionBatch(0, [{"key": "k", "value": "second"}], pid, epoch, 0), "b")
+    front_b.stage_batch("x", PartitionBatch(1, [{"key": "k", "value": "second-a1"}], pid, epoch, 0), "a")
+    failing[0] = False
+    try:
+        front_a.end_txn("x", pid, epoch, True)  # the late retry
+    except ConcurrentTransactions:
+        pass
+    try:
+        front_b.end_txn("x", pid, epoch, True)  # the producer's own EndTxn of the second transaction
+    except ConcurrentTransactions:
+        front_b.end_txn("x", pid, epoch, True)  # retried, as the client does
+    reader = Log(root)
+    assert reader.read("a", 0).column("value").to_pylist() == [b"first"]
+    assert reader.read("b", 0).column("value").to_pylist() == [b"second"]  # once
+    assert reader.read("a", 1).column("value").to_pylist() == [b"second-a1"]  # not lost
+    assert front_b.describe("x").state is TxnState.COMPLETE_COMMIT

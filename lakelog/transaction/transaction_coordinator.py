@@ -201,6 +201,9 @@ class TransactionCoordinator:
         """EndTxn: commit or abort the open transaction; returns once it is complete."""
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
+            if meta.state.preparing:  # finishing applies what is staged now: never from a state another front
+                self._metas.pop(transactional_id, None)  # has finished since (the next transaction may be staging)
+                meta = self._known(transactional_id)
             decided = ts.end(meta, producer_id, producer_epoch, commit)
             if decided.state.preparing:
                 if decided is not meta:
