@@ -124,6 +124,31 @@ def last_checkpoint_version(root: StorageRoot, table_path: str) -> int:
         return -1
 
 
+def txns_at(root: StorageRoot, table_path: str, version: int) -> dict[str, int]:
+    """Every ``txn`` app id's version at ``version``: the last checkpoint's ``txn`` actions, then the commits after
+    it.  (delta-rs answers only for an app id one names: a rebuilt snapshot would lose the ones it cannot name,
+    such as the markers of committed transactions.)  Raises :class:`LogTailGone` if a needed commit is gone."""
+    import pyarrow.parquet as pq
+
+    txns: dict[str, int] = {}
+    data = read_object(root, f"{table_path}/_delta_log/_last_checkpoint")
+    checkpoint = -1
+    if data is not None:
+        info = json.loads(data.decode("utf-8"))
+        checkpoint, parts = int(info["version"]), info.get("parts")
+        names = ([f"{checkpoint:020d}.checkpoint.parquet"] if not parts else
+                 [f"{checkpoint:020d}.checkpoint.{i:010d}.{int(parts):010d}.parquet" for i in range(1, int(parts) + 1)])
+        for name in names:
+            table = pq.read_table(f"{table_path}/_delta_log/{name}", columns=["txn"], filesystem=root.filesystem)
+            for txn in table.column("txn").to_pylist():
+                if txn is not None:
+                    txns[txn["appId"]] = int(txn["version"])
+    if checkpoint < version:
+        for commit in read_tail(root, table_path, checkpoint, version):
+            txns.update(commit.txns)
+    return txns
+
+
 def read_tail(root: StorageRoot, table_path: str, after_version: int,
               until_version: int | None = None) -> Iterator[Commit]:
     """Commits ``after_version + 1`` ... latest (or ``until_version``), in order.

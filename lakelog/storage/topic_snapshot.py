@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from lakelog.storage.delta_log import Commit, LogTailGone, read_tail, retry_listing_gaps
+from lakelog.storage.delta_log import Commit, LogTailGone, read_tail, retry_listing_gaps, txns_at
 from lakelog.storage.producer_state import BatchMetadata, ProducerStateManager
 from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex
 from lakelog.storage.storage_root import StorageRoot
@@ -274,7 +274,10 @@ def rebuild_from_delta(root: StorageRoot, topic: str) -> TopicSnapshot:
         if seg is not None:
             index.add(seg)
     n = int(configuration.get(PARTITIONS_PROPERTY, "1"))
-    txns: dict[str, int] = {}
+    try:  # every app id, e.g. the markers of committed transactions (lakelog.tx.*), so none is applied twice
+        txns = txns_at(root, root.path_for("topics", topic), dt.version())
+    except (LogTailGone, OSError, ValueError, KeyError, pa.ArrowInvalid):
+        txns = {}  # only the ones named below
     for p in range(n):
         for app in (leo_app(p), lso_app(p), f"{CHECKPOINT_APP}{p}"):  # the cleaner checkpoint too
             v = dt.transaction_version(app)

@@ -184,7 +184,9 @@ class TransactionCoordinator:
         meta = self._metas.get(transactional_id)
         if meta is not None and meta.producer_id == batch.producer_id:
             ts.check_producer(meta, batch.producer_id, batch.producer_epoch)
-            if meta.state is TxnState.ONGOING and (topic, batch.partition) not in meta.partitions:
+            # No open transaction (before the first AddPartitionsToTxn, after EndTxn): the batch would be
+            # acknowledged, then discarded when the next transaction begins.
+            if meta.state is not TxnState.ONGOING or (topic, batch.partition) not in meta.partitions:
                 raise InvalidTxnState(f"partition {topic}-{batch.partition} was not added to the transaction "
                                          f"(AddPartitionsToTxn first)")
         fresh = self.staging.stage(transactional_id, batch.producer_id, batch.producer_epoch, topic,
@@ -212,6 +214,9 @@ class TransactionCoordinator:
         for its groups meanwhile (:meth:`has_pending_offsets`)."""
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
+            if meta.state.preparing:  # finishing applies what is staged now: never from a state another front
+                self._metas.pop(transactional_id, None)  # has finished since (the next transaction may be staging)
+                meta = self._known(transactional_id)
             decided = ts.end(meta, producer_id, producer_epoch, commit)
             if not decided.state.preparing:
                 return
@@ -289,7 +294,18 @@ class TransactionCoordinator:
 
     def abort_expired(self) -> list[str]:
         """Abort every open transaction past its ``transaction.timeout.ms`` (bumping the epoch, as Kafka does,
-        so the abandoned producer is fenced); the ids aborted."""
+        so the abandoned producer is fenced); the ids aborted.  First finish the decided transactions whose
+        completion failed (an append's storage error): a decision is applied whether or not its producer calls
+        again, as Kafka's coordinator retries its markers."""
+        for transactional_id in [t for t, m in list(self._metas.items()) if m.state.preparing]:
+            with self._lock(transactional_id):
+                self._metas.pop(transactional_id, None)  # another front may have finished it since: read it again
+                meta = self._load(transactional_id)
+                if meta is not None and meta.state.preparing:
+                    try:
+                        self._finish(meta)
+                    except KafkaError as e:
+                        log.warning("finishing the decided transaction of %r: %s", transactional_id, e)
         now = self._now_ms()
         aborted = []
         for transactional_id in [t for t, m in list(self._metas.items()) if ts.expired(m, now)]:
