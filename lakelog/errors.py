@@ -377,12 +377,6 @@ class TransactionalIdNotFound(KafkaError):
     code, name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
 
 
-class UnstableOffsetCommit(KafkaError):
-    """A committed transaction's offsets of the group are still being written (OffsetFetch with require_stable)."""
-
-    code, name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
-
-
 class NotCoordinator(KafkaError):
     """Another front coordinates this key now; find the coordinator again."""
 
@@ -396,7 +390,7 @@ class GroupSubscribedToTopic(KafkaError):
 
 
 for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, InvalidTxnState,
-             InvalidProducerIdMapping, InvalidTransactionTimeout, NotCoordinator, TransactionalIdNotFound, UnstableOffsetCommit,
+             InvalidProducerIdMapping, InvalidTransactionTimeout, NotCoordinator, TransactionalIdNotFound,
              UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
              CoordinatorNotAvailable, InvalidReplicationFactor):
     _BY_CODE[_cls.code] = _cls

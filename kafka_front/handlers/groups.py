@@ -24,7 +24,7 @@ from kio.static.constants import EntityType
 
 from lakelog.errors import (GroupAuthorizationFailed, GroupIdNotFound, GroupSubscribedToTopic,
                             InconsistentGroupProtocol, InvalidRequest, KafkaError, TopicAuthorizationFailed,
-                            TransactionalIdAuthorizationFailed, UnknownMemberId, UnstableOffsetCommit)
+                            TransactionalIdAuthorizationFailed, UnknownMemberId)
 from lakelog.group.assignors import TopicPartition
 
 from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
@@ -222,10 +222,8 @@ async def offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Request") 
 async def offset_fetch(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Describe", req.group_id)
-    if getattr(req, "require_stable", False) and ctx.transactions is not None \
-            and ctx.transactions.has_pending_offsets(req.group_id):
-        raise UnstableOffsetCommit(f"a committed transaction's offsets of group {req.group_id!r} are still "
-                                   f"being written; retry")
+    if ctx.transactions is not None:
+        await asyncio.to_thread(ctx.transactions.finish_pending_offsets, req.group_id)
     committed = await asyncio.to_thread(ctx.offsets.fetch, req.group_id)
     have = {(c.topic, c.partition): c for c in committed}
     if req.topics is None:

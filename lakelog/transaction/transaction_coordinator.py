@@ -210,8 +210,8 @@ class TransactionCoordinator:
                 wait: bool = True) -> None:
         """EndTxn: decide the open transaction.  ``wait``: return once it is complete; otherwise once the
         decision is durable (as a broker's EndTxn does), completing it in the background -- the id's next
-        request finishes it first if the background has not, and OffsetFetch answers UNSTABLE_OFFSET_COMMIT
-        for its groups meanwhile (:meth:`has_pending_offsets`)."""
+        request finishes it first if the background has not, and so does an offset fetch of its groups
+        (:meth:`finish_pending_offsets`)."""
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
             if meta.state.preparing:  # finishing applies what is staged now: never from a state another front
@@ -237,9 +237,13 @@ class TransactionCoordinator:
             except KafkaError as e:  # stays decided: the id's next request, or recovery, finishes it
                 log.warning("completing the transaction of %r: %s", transactional_id, e)
 
-    def has_pending_offsets(self, group: str) -> bool:
-        """Whether a decided transaction's offsets of ``group`` are not yet committed (this front's ids)."""
-        return any(m.state is TxnState.PREPARE_COMMIT and group in m.groups for m in list(self._metas.values()))
+    def finish_pending_offsets(self, group: str) -> None:
+        """Complete the decided transactions (of this front's ids) whose offsets of ``group`` are not committed yet,
+        so that an offset fetch right after a commit sees them (a broker answers UNSTABLE_OFFSET_COMMIT instead,
+        which librdkafka's ``committed()`` surfaces as an error)."""
+        for transactional_id, meta in list(self._metas.items()):
+            if meta.state is TxnState.PREPARE_COMMIT and group in meta.groups:
+                self._finish_later(transactional_id, meta.marker)
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         with self._lock(transactional_id):
