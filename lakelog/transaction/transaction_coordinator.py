@@ -15,8 +15,9 @@ How a transaction reaches the topics (docs/architecture.md, "Transactions"):
 3. Once the decision is written the transaction commits, whatever fails after it.  The Kafka listener answers
    EndTxn then, as a broker does, and the commit completes in the background while the producer goes on
    (``end_txn(wait=False)``); the id's next request (AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId)
-   finishes it first if it has not completed, and so does :meth:`recover` (every front, at start) after a
-   crash.  A failure while applying leaves ``PrepareCommit`` for the same three to finish.
+   finishes it first if it has not completed, as do an offset fetch of its groups, :meth:`recover` (every
+   front, at start) after a crash, and :meth:`abort_expired` (every second) after a failed apply.  The HTTP
+   front waits (``wait=True``): an apply's error reaches its client, whose retried EndTxn finishes the commit.
 4. EndTxn(abort), a new InitProducerId of the id, and the timeout abort by deleting the staging; the last two
    bump the epoch first, fencing the old producer (``PRODUCER_FENCED``).
 
