@@ -8,7 +8,8 @@ One ``lakelog serve --kafka-listener``; each repeat runs every system in turn on
 * **transactional producer** -- the same settings plus a ``transactional.id``, committing every 100 ms
   (``begin`` -> produce for 100 ms -> ``commit``); records/s from the first ``produce()`` to the last commit;
 * **consumer drain** -- confluent-kafka draining the transactional topic from offset 0 at each
-  ``isolation.level`` (``fetch.queue.backoff.ms`` 10, as in ``bench.kafka_produce``);
+  ``isolation.level`` (``fetch.queue.backoff.ms`` 10, as in ``bench.kafka_produce``), the order flipped
+  every repeat;
 * **Spark scan** -- ``format("lakelog")`` counting the topic and summing its value lengths at each
   ``kafka.isolation.level``, on one ``local[2]`` session: three scans at each level per repeat, alternating,
   the order flipped every repeat.
@@ -90,13 +91,11 @@ def run(ctx: BenchContext) -> BenchResult:
             rate, count = transactional_produce(bootstrap, txn_topic, n)
             series["transactional"].append(rate)
             series["transactions"].append(count)
-            backoff = {"fetch.queue.backoff.ms": 10}
-            series["committed"].append(confluent_drain(bootstrap, txn_topic, PARTITIONS, n,
-                                                       **{"isolation.level": "read_committed"}, **backoff))
-            series["uncommitted"].append(confluent_drain(bootstrap, txn_topic, PARTITIONS, n,
-                                                         **{"isolation.level": "read_uncommitted"}, **backoff))
-            spark_scan(spark, root.as_uri(), txn_topic, "read_committed")  # warm: JIT, file listing caches
             order = ["read_committed", "read_uncommitted"][::1 if i % 2 == 0 else -1]  # neither always goes first
+            for level in order:
+                series[level.split("_")[1]].append(confluent_drain(
+                    bootstrap, txn_topic, PARTITIONS, n, **{"isolation.level": level, "fetch.queue.backoff.ms": 10}))
+            spark_scan(spark, root.as_uri(), txn_topic, "read_committed")  # warm: JIT, file listing caches
             scans: dict[str, list[float]] = {level: [] for level in order}
             for _ in range(3):
                 for level in order:
