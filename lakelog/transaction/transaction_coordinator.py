@@ -189,7 +189,7 @@ class TransactionCoordinator:
             # acknowledged, then discarded when the next transaction begins.
             if meta.state is not TxnState.ONGOING or (topic, batch.partition) not in meta.partitions:
                 raise InvalidTxnState(f"partition {topic}-{batch.partition} was not added to the transaction "
-                                         f"(AddPartitionsToTxn first)")
+                                      f"(AddPartitionsToTxn first)")
         fresh = self.staging.stage(transactional_id, batch.producer_id, batch.producer_epoch, topic,
                                    batch.partition, batch.base_sequence, batch.records)
         return AppendResult(batch.partition, -1, batch.records.num_rows, duplicate=not fresh)
