@@ -211,9 +211,14 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
-        Map<TP, Long> begin = ((LakelogOffset) start).offsets, until = ((LakelogOffset) end).offsets;
         lastTrims = new HashMap<>();
-        if (until.isEmpty() || begin.equals(until)) return new InputPartition[0];
+        List<Planner.Range> ranges = ranges(((LakelogOffset) start).offsets, ((LakelogOffset) end).offsets);
+        return ranges.isEmpty() ? new InputPartition[0] : pack(ranges);
+    }
+
+    /** The exact offset ranges of the micro-batch (start, end], with the data-loss checks. */
+    List<Planner.Range> ranges(Map<TP, Long> begin, Map<TP, Long> until) {
+        if (until.isEmpty() || begin.equals(until)) return List.of();
         if (stale(begin, until)) planner.advance(); // e.g. a restarted query replays a batch planned before
         List<Planner.Range> ranges = new ArrayList<>();
         for (Map.Entry<TP, Long> e : until.entrySet()) {
@@ -232,7 +237,7 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
             s = planner.checkDataLoss(tp, s);
             if (s < last) ranges.add(new Planner.Range(tp, s, last));
         }
-        return pack(ranges);
+        return ranges;
     }
 
     /** One entry of a plan: a segment file (or a byte range of it) and its estimated bytes to read. */
@@ -338,6 +343,24 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
             CollectionConverters.asScala(new ArrayList<org.apache.spark.sql.sources.Filter>()).toList(),
             scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)), hadoopConf, lastTrims);
         return new SegmentReaderFactory(reader, columnar, o.failOnDataLoss, order, types);
+    }
+
+    // -- probes for the parity tests, which drive this stream call by call as the engine does -------------------
+    /** A stream over {@code options} (the source's options, path included) in the active session. */
+    public static LakelogMicroBatchStream open(Map<String, String> options) {
+        SourceOptions o = SourceOptions.parse(options).checkStreaming();
+        return new LakelogMicroBatchStream(o, LakelogSource.kafkaSchema(o.includeHeaders), SparkSession.active());
+    }
+
+    /** The ranges a micro-batch from {@code start} to {@code end} (offset JSON) reads: {"t":{"0":[s,e]}}. */
+    public String plannedRanges(String start, String end) {
+        com.fasterxml.jackson.databind.node.ObjectNode out = LakelogOffset.JSON.createObjectNode();
+        for (Planner.Range r : ranges(LakelogOffset.parse(start).offsets, LakelogOffset.parse(end).offsets)) {
+            com.fasterxml.jackson.databind.node.ObjectNode t = out.has(r.tp().topic())
+                ? (com.fasterxml.jackson.databind.node.ObjectNode) out.get(r.tp().topic()) : out.putObject(r.tp().topic());
+            t.putArray(String.valueOf(r.tp().partition())).add(r.start()).add(r.end());
+        }
+        return out.toString();
     }
 
     @Override
