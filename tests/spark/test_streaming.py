@@ -1,4 +1,5 @@
-"""Streaming queries through ``spark.readStream.format("lakelog")`` on the shared local[2] session."""
+"""Streaming queries through ``spark.readStream.format("lakelog")`` on the shared local[2] session, on the JVM
+source and on the Python source it falls back to (conftest.BOTH_SOURCES)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def run_available_now(df, checkpoint, on_batch):
     return q
 
 
-def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spark, log, root, tmp_path):
+def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spark, log, root, tmp_path,
+                                                                            lakelog_source):
     log.create_topic("orders", 2)
     produce(log, "orders", 0, 70)
     produce(log, "orders", 1, 30)
@@ -44,6 +46,9 @@ def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spa
     assert sorted(rows) == [(0, o) for o in range(70)] + [(1, o) for o in range(30)]
     assert [len(b) for b in batches if b] == [40, 40, 20]  # every batch bounded by maxOffsetsPerTrigger
     assert q.lastProgress["sources"][0]["latestOffset"] is not None  # reportLatestOffset
+    # the JVM stream reads local roots; S3 roots without hadoop-aws (and jvm.enabled=false) go to the Python source
+    on_jvm = "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]
+    assert on_jvm == (lakelog_source == "jvm" and root.is_local)
     batches.clear()
     run_available_now(df, tmp_path / "ck", on_batch)  # the next run reads only what came since
     assert sorted(r for b in batches for r in b) == [(0, o) for o in range(70, 85)]
