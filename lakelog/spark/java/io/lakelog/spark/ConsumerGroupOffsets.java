@@ -49,7 +49,7 @@ import java.util.*;
  * version, the log is re-read and the commit retried at the new log end. Put-if-absent is a hard link on local
  * roots and a rename without overwrite (atomic on HDFS) elsewhere.
  */
-final class ConsumerGroupOffsets {
+public final class ConsumerGroupOffsets {
     static final String TOPIC = "__consumer_offsets";
     static final int PARTITIONS = 8;
     static final int MAX_ATTEMPTS = 50;
@@ -110,6 +110,22 @@ final class ConsumerGroupOffsets {
         this.writeConf = new Configuration(conf);
         writeConf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem"); // no .crc next to segments
         writeConf.setBoolean("fs.file.impl.disable.cache", true);
+    }
+
+    /** The store of a root given as the source's path (for the tests, which drive it through py4j). */
+    public static ConsumerGroupOffsets of(String root) {
+        Root r = Root.resolve(root, new TreeMap<>());
+        return new ConsumerGroupOffsets(r, new Configuration());
+    }
+
+    /** {@link #commit} with the offsets as the offsets JSON {@code {"topic":{"0":12}}}. */
+    public void commitJson(String group, String offsets) {
+        commit(group, LakelogOffset.parse(offsets).offsets);
+    }
+
+    /** {@link #fetch} as the offsets JSON. */
+    public String fetchJson(String group) {
+        return new LakelogOffset(fetch(group)).json();
     }
 
     /** Kafka's Utils.murmur2 (seed 0x9747b28c), as lakelog/writer/partitioner.py. */
