@@ -240,21 +240,33 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
         return ranges;
     }
 
-    /** One entry of a plan: a segment file (or a byte range of it) and its estimated bytes to read. */
+    /** A segment file of the micro-batch: cut to the batch's offsets or whole, and the bytes it is read for. */
+    private record Planned(TP tp, Segment seg, boolean trimmed, long bytes) {
+    }
+
+    /** A piece of a plan: a segment file (or a byte range of it) and its estimated bytes to read. */
     private record Piece(PartitionedFile file, long bytes) {
     }
 
-    /** Spark's file packing (FilePartition.getFilePartitions) over the ranges' segment files. */
+    private static long sizeConf(SparkSession spark, String key, long dflt) {
+        return org.apache.spark.network.util.JavaUtils.byteStringAsBytes(spark.conf().get(key, String.valueOf(dflt)));
+    }
+
+    /**
+     * The ranges' segment files packed into tasks as Spark packs files (FilePartition.maxSplitBytes and
+     * getFilePartitions: spark.sql.files.maxPartitionBytes, openCostInBytes, at least the default parallelism or
+     * minPartitions tasks when the data allows), so a micro-batch runs with the batch scan's parallelism.
+     */
     private InputPartition[] pack(List<Planner.Range> ranges) {
         SparkSession spark = spark();
-        long openCost = Long.parseLong(spark.conf().get("spark.sql.files.openCostInBytes", "4194304").replaceAll("[^0-9]", ""));
-        long maxBytes = Long.parseLong(spark.conf().get("spark.sql.files.maxPartitionBytes", "134217728").replaceAll("[^0-9]", ""));
+        long openCost = sizeConf(spark, "spark.sql.files.openCostInBytes", 4L << 20);
+        long maxBytes = sizeConf(spark, "spark.sql.files.maxPartitionBytes", 128L << 20);
         int minParts = spark.sparkContext().defaultParallelism();
         if (o.minPartitions != null) {
             minParts = (int) Math.min(Integer.MAX_VALUE, o.minPartitions);
             openCost = 0;
         }
-        List<Object[]> segs = new ArrayList<>(); // {TP, Segment, trimmed, estimated bytes}
+        List<Planned> planned = new ArrayList<>();
         long total = 0;
         for (Planner.Range r : ranges) {
             TopicState s = planner.states.get(r.tp().topic());
@@ -265,27 +277,23 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
                 boolean trimmed = r.start() > seg.baseOffset() || r.end() <= seg.lastOffset();
                 if (trimmed) lastTrims.put(r.tp().topic() + "/" + seg.path(), new long[]{r.start(), r.end()});
                 long span = Math.max(1, seg.lastOffset() + 1 - seg.baseOffset());
-                long est = Math.max(1, seg.bytes() * (hi - lo) / span);
-                segs.add(new Object[]{r.tp(), seg, trimmed, est});
-                total += est + openCost;
+                Planned p = new Planned(r.tp(), seg, trimmed, Math.max(1, seg.bytes() * (hi - lo) / span));
+                planned.add(p);
+                total += p.bytes() + openCost;
             }
         }
-        long split = Math.min(maxBytes, Math.max(openCost, total / Math.max(1, minParts)));
-        split = Math.max(split, 1);
+        long split = Math.max(1, Math.min(maxBytes, Math.max(openCost, total / Math.max(1, minParts))));
         List<Piece> pieces = new ArrayList<>();
-        for (Object[] x : segs) {
-            TP tp = (TP) x[0];
-            Segment seg = (Segment) x[1];
-            InternalRow values = new GenericInternalRow(new Object[]{UTF8String.fromString(tp.topic()), tp.partition()});
-            SparkPath path = SparkPath.fromPath(new Path(root.topicPath(tp.topic()), seg.path()));
-            long size = seg.bytes();
-            boolean trimmed = (Boolean) x[2];
-            if (trimmed || size <= split) { // a cut file is one piece: its offset filter skips most row groups
-                pieces.add(new Piece(file(values, path, 0, size, seg), (Long) x[3]));
+        for (Planned p : planned) {
+            InternalRow values = new GenericInternalRow(new Object[]{UTF8String.fromString(p.tp().topic()), p.tp().partition()});
+            SparkPath path = SparkPath.fromPath(new Path(root.topicPath(p.tp().topic()), p.seg().path()));
+            long size = p.seg().bytes();
+            if (p.trimmed() || size <= split) { // a cut file is one piece: its offset filter skips most row groups
+                pieces.add(new Piece(file(values, path, 0, size, p.seg()), p.bytes()));
                 continue;
             }
             for (long at = 0; at < size; at += split)
-                pieces.add(new Piece(file(values, path, at, Math.min(split, size - at), seg), Math.min(split, size - at)));
+                pieces.add(new Piece(file(values, path, at, Math.min(split, size - at), p.seg()), Math.min(split, size - at)));
         }
         List<InputPartition> out = new ArrayList<>();
         List<PartitionedFile> current = new ArrayList<>();
