@@ -122,3 +122,27 @@ def test_group_id_commits_each_batch_and_seeds_new_queries(spark, front, tmp_pat
                       lambda df, _: got.extend((r.partition, r.offset) for r in df.collect()))
     assert sorted(got) == [(1, o) for o in range(30, 34)]  # a new checkpoint starts at the group's offsets
     assert committed()[("clicks", 1)] == 34
+
+
+def test_a_checkpoint_resumes_on_the_other_implementation(spark, tmp_path, lakelog_source):
+    """The offsets JSON is the same on both sources: a query checkpointed by one continues on the other."""
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    log.create_topic("moves", 2)
+    produce(log, "moves", 0, 12)
+    produce(log, "moves", 1, 5)
+    got: list[tuple[int, int]] = []
+    def load():  # the implementation is chosen when the stream is loaded
+        return lakelog_reader(spark, log.root, stream=True, subscribe="moves", startingOffsets="earliest",
+                              maxOffsetsPerTrigger=6).load(log.root.uri)
+
+    collect = lambda batch, _: got.extend((r.partition, r.offset) for r in batch.collect())  # noqa: E731
+    q = run_available_now(load(), tmp_path / "ck", collect)
+    assert ("LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]) == (lakelog_source == "jvm")
+    assert sorted(got) == [(0, o) for o in range(12)] + [(1, o) for o in range(5)]
+    produce(log, "moves", 1, 4)
+    got.clear()
+    other = "false" if lakelog_source == "jvm" else "true"
+    spark.conf.set("spark.lakelog.jvm.enabled", other)  # the fixture restores it
+    q = run_available_now(load(), tmp_path / "ck", collect)
+    assert sorted(got) == [(1, o) for o in range(5, 9)]  # only what came since: nothing read twice or skipped
+    assert ("LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]) == (other == "true")
