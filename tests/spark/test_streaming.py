@@ -146,3 +146,36 @@ def test_a_checkpoint_resumes_on_the_other_implementation(spark, tmp_path, lakel
     q = run_available_now(load(), tmp_path / "ck", collect)
     assert sorted(got) == [(1, o) for o in range(5, 9)]  # only what came since: nothing read twice or skipped
     assert ("LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]) == (other == "true")
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_segment_removed_after_planning(spark, tmp_path, lakelog_source, fail_on_data_loss):
+    """A micro-batch whose segment file vanishes between planning and reading (retention then vacuum) fails
+    with the data-loss message, or reads what is left when failOnDataLoss is false."""
+    import os
+
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    log.create_topic("gone", 1)
+    produce(log, "gone", 0, 5)
+    produce(log, "gone", 0, 4)
+    first = min(log.segments("gone", 0), key=lambda s: s.base_offset)
+    got: list[int] = []
+
+    def on_batch(batch, _):
+        os.remove(log.root.path_for("topics", "gone", first.path))  # planned already, not read yet
+        got.extend(r.offset for r in batch.collect())
+
+    q = (lakelog_reader(spark, log.root, stream=True, subscribe="gone", startingOffsets="earliest",
+                        failOnDataLoss=str(fail_on_data_loss).lower()).load(log.root.uri)
+         .writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
+         .foreachBatch(on_batch).start())
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as info:
+            q.awaitTermination(300)
+        message = str(info.value)
+        assert f"Segment {first.path} of gone-0 holding offsets [0, 5) was removed after the read was planned." \
+            in message, message
+        assert '"failOnDataLoss" to "false"' in message
+    else:
+        assert q.awaitTermination(300) and q.exception() is None
+        assert got == [5, 6, 7, 8]

@@ -53,7 +53,7 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
     private Map<TP, Long> latest;     // for reportLatestOffset
     private Map<TP, Long> committed;  // the group's offsets last committed by this stream
     private long lastTriggerMs;
-    private Map<String, long[]> lastTrims = new HashMap<>();
+    private Map<String, long[]> lastTrims = new HashMap<>(), lastSpans = new HashMap<>();
     private ConsumerGroupOffsets group;
 
     LakelogMicroBatchStream(SourceOptions o, StructType schema, SparkSession session) {
@@ -212,6 +212,7 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
         lastTrims = new HashMap<>();
+        lastSpans = new HashMap<>();
         List<Planner.Range> ranges = ranges(((LakelogOffset) start).offsets, ((LakelogOffset) end).offsets);
         return ranges.isEmpty() ? new InputPartition[0] : pack(ranges);
     }
@@ -275,7 +276,9 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
                 long lo = Math.max(r.start(), seg.baseOffset()), hi = Math.min(r.end(), seg.lastOffset() + 1);
                 if (lo >= hi) continue;
                 boolean trimmed = r.start() > seg.baseOffset() || r.end() <= seg.lastOffset();
-                if (trimmed) lastTrims.put(r.tp().topic() + "/" + seg.path(), new long[]{r.start(), r.end()});
+                String key = r.tp().topic() + "/" + seg.path();
+                if (trimmed) lastTrims.put(key, new long[]{r.start(), r.end()});
+                lastSpans.put(key, new long[]{lo, hi});
                 long span = Math.max(1, seg.lastOffset() + 1 - seg.baseOffset());
                 Planned p = new Planned(r.tp(), seg, trimmed, Math.max(1, seg.bytes() * (hi - lo) / span));
                 planned.add(p);
@@ -317,12 +320,13 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
     }
 
     private SegmentInputPartition partition(List<PartitionedFile> files) {
-        Map<String, long[]> trims = new HashMap<>();
+        Map<String, long[]> trims = new HashMap<>(), spans = new HashMap<>();
         for (PartitionedFile f : files) {
             String k = TrimmingReader.key(f.toPath());
             if (lastTrims.containsKey(k)) trims.put(k, lastTrims.get(k));
+            spans.put(k, lastSpans.get(k));
         }
-        return new SegmentInputPartition(files.toArray(new PartitionedFile[0]), trims);
+        return new SegmentInputPartition(files.toArray(new PartitionedFile[0]), trims, spans);
     }
 
     @Override

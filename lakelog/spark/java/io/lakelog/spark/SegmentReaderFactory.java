@@ -110,8 +110,12 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     current = null;
                 } catch (Exception e) { // Scala code throws FileNotFoundException unchecked
                     if (!isMissing(e)) throw e;
-                    String message = "Segment file " + file.filePath() + " is no longer available: it was removed by "
-                        + "retention or delete-records, or the topic was deleted, after the micro-batch was planned.";
+                    // the Python source's words (lakelog/spark/slice_reader.py)
+                    String key = TrimmingReader.key(file.toPath());
+                    long[] span = p.spans().getOrDefault(key, new long[]{-1, -1});
+                    String[] parts = key.split("/", 2);
+                    String message = "Segment " + parts[1] + " of " + parts[0] + "-" + file.partitionValues().getInt(1)
+                        + " holding offsets [" + span[0] + ", " + span[1] + ") was removed after the read was planned.";
                     if (failOnDataLoss) throw LakelogError.offsetOutOfRange(message + " " + Planner.HINT_TRUE);
                     Planner.LOG.warn(message + " " + Planner.HINT_FALSE);
                     current = null;
