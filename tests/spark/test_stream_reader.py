@@ -204,3 +204,25 @@ def test_start_at_latest_on_a_non_empty_topic_logs_one_info_line(local_log, capl
         local_log.create_topic("empty", 1)
         stream_reader(local_log, subscribe="empty").initialOffset()
     assert not [r for r in caplog.records if "starts at latest" in r.getMessage()]
+
+
+def test_a_log_cleaned_up_behind_a_checkpoint_is_reloaded(local_log, stream_reader):
+    """A long-idle stream whose next commits were cleaned up behind a checkpoint loads the topic afresh instead
+    of waiting forever for a commit file that is gone."""
+    from pathlib import Path
+
+    from deltalake import DeltaTable
+
+    local_log.create_topic("t", 1)
+    produce(local_log, "t", 0, 3)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest")
+    assert r.latestOffset(r.initialOffset(), ReadAllAvailable()) == {"t": {"0": 3}}
+    for _ in range(3):
+        produce(local_log, "t", 0, 2)
+    table = DeltaTable(local_log.root.uri_for("topics", "t"))
+    table.create_checkpoint()
+    for commit in Path(local_log.root.path_for("topics", "t", "_delta_log")).glob("*.json"):
+        if int(commit.name[:20]) < table.version():
+            commit.unlink()  # what Delta's log cleanup does to expired commits
+    produce(local_log, "t", 0, 1)
+    assert r.latestOffset({"t": {"0": 3}}, ReadAllAvailable()) == {"t": {"0": 10}}

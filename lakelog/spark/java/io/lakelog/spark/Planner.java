@@ -105,7 +105,7 @@ public final class Planner {
                 s = load(topic);
             } else {
                 try {
-                    s.advance(fs, root.topicPath(topic));
+                    if (!s.advance(fs, root.topicPath(topic))) s = load(topic); // the log was cleaned up behind a checkpoint
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
