@@ -169,6 +169,17 @@ public final class ConsumerGroupOffsets {
 
     /** The group's committed offsets (every topic). */
     Map<TP, Long> fetch(String group) {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return fetchOnce(group);
+            } catch (FileNotFoundException e) {
+                // compaction replaced a segment between reading the log and the file: read the new state
+                if (attempt >= 3) throw new UncheckedIOException(e);
+            }
+        }
+    }
+
+    private Map<TP, Long> fetchOnce(String group) throws FileNotFoundException {
         TopicState s = load();
         Map<TP, Long> out = new TreeMap<>();
         if (s.version < 0 || s.deleted()) return out;
@@ -202,7 +213,7 @@ public final class ConsumerGroupOffsets {
                     }
                 }
             } catch (FileNotFoundException e) {
-                return fetch(group); // compaction replaced the segment: read the new state
+                throw e;
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
