@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -42,17 +43,21 @@ def standalone(tmp_path_factory):
     ``logs`` holds ``master.log``, ``worker.log`` and the worker's ``work`` directory (``work/<app id>/<executor
     id>/`` is each executor's working directory and log directory).
     """
-    logs = tmp_path_factory.mktemp("standalone")
+    yield from run_standalone(tmp_path_factory.mktemp("standalone"), cluster_env(), BIN)
+
+
+def run_standalone(logs: Path, env: dict[str, str], bin_dir: Path):
+    """Start a master and a worker with ``bin_dir``'s ``spark-class`` in ``env``; yield ``(master URL, logs)`` once
+    the worker registered, then kill both."""
     port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = cluster_env()
     procs = []
     try:
         procs.append(subprocess.Popen(
-            [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            [str(bin_dir / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
             stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT))
         procs.append(subprocess.Popen(
-            [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+            [str(bin_dir / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
              "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g",
              "--work-dir", str(logs / "work")], env=env, start_new_session=True,
             stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT))
@@ -76,3 +81,21 @@ def standalone(tmp_path_factory):
             except ProcessLookupError:
                 pass
             p.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A Python with lakelog's dependencies importable but not lakelog (nor ``pyspark_lakelog``).
+
+    A venv whose site-packages holds one ``.pth`` file naming this venv's site-packages: that adds the directory
+    to the path, but does not run the ``.pth`` files inside it, among them the editable install's entry for the
+    checkout (``make install`` installs lakelog editable).
+    """
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    deps = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    (Path(site) / "lakelog-deps.pth").write_text("".join(f"{d}\n" for d in deps))
+    return str(python)

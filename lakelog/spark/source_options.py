@@ -311,6 +311,12 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     if "kafka.auto.offset.reset" in opts:
         raise InvalidSourceOption("kafka.auto.offset.reset", "Kafka option 'auto.offset.reset' is not supported. "
                                   "Instead set the source option 'startingOffsets' to 'earliest' or 'latest'.")
+    isolation = opts.get("kafka.isolation.level")
+    if isolation is not None and isolation.strip().lower() not in ("read_committed", "read_uncommitted"):
+        # both levels read the same rows: a topic table never holds uncommitted or aborted transactional data
+        raise InvalidSourceOption("kafka.isolation.level", f"Invalid value for option 'kafka.isolation.level': "
+                                                           f"expected read_committed or read_uncommitted, got "
+                                                           f"{isolation}")
     subscription = _parse_subscription(opts)
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):

@@ -3,7 +3,10 @@
 A drop-in for Spark's Kafka source: the same output schema, option names,
 precedence and messages (see :mod:`lakelog.spark.source_options`), over a
 lakelog root given as the load path.  Registered automatically through the
-top-level module ``pyspark_lakelog``.
+top-level module ``pyspark_lakelog``.  Where the JVM source of the same name
+(``lakelog/spark/java``) is installed it serves batch and streaming reads, and
+this source is its fallback (S3 roots without hadoop-aws,
+``spark.lakelog.jvm.enabled=false``); both keep the same semantics.
 
 Where things run:
 

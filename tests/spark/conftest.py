@@ -30,7 +30,7 @@ def spark():
 
 #: Test modules that run twice: on the JVM source and on the Python source it falls back to (S3 roots without
 #: hadoop-aws, a machine without javac, ``spark.lakelog.jvm.enabled=false``). The others run on the JVM source.
-BOTH_SOURCES = {"test_batch", "test_sql", "test_equivalence", "test_transactions_stream"}
+BOTH_SOURCES = {"test_batch", "test_sql", "test_equivalence", "test_streaming", "test_transactions_stream"}
 
 
 def pytest_generate_tests(metafunc):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from spark_cluster import SPARK_ENV  # noqa: F401  (re-exported to this directory's tests)
@@ -68,3 +69,79 @@ def produce(log, topic: str, partition: int, n: int, *, t0_ms: int = 1_700_000_0
     """Append ``n`` records to one partition, timestamps ``t0 + i * step``."""
     log.append(topic, [{"key": f"k{i % 5}", "value": f"{prefix}{i}", "timestamp": t0_ms + i * step_ms}
                        for i in range(n)], partition=partition)
+
+
+class JvmStreamReader:
+    """The JVM source's ``LakelogMicroBatchStream`` behind the Python stream reader's interface (offsets as dicts,
+    PySpark's read limits, lakelog's errors), so one test drives both implementations call by call."""
+
+    def __init__(self, spark, options: dict[str, str]) -> None:
+        self._jvm = spark._jvm
+        jmap = self._jvm.java.util.HashMap()
+        for k, v in options.items():
+            jmap.put(k, v)
+        self._stream = self._call(lambda: self._jvm.io.lakelog.spark.LakelogMicroBatchStream.open(jmap))
+        self._default = self._stream.getDefaultReadLimit()
+
+    def _call(self, fn):
+        from py4j.java_gateway import get_field
+        from py4j.protocol import Py4JJavaError
+
+        from lakelog.errors import KafkaError, error_for_code
+
+        try:
+            return fn()
+        except Py4JJavaError as e:
+            cause = e.java_exception
+            while cause is not None and cause.getClass().getName() != "io.lakelog.spark.LakelogError":
+                cause = cause.getCause()
+            if cause is None:
+                raise
+            err: KafkaError = error_for_code(get_field(cause, "code"), cause.getMessage().split(": ", 1)[1])
+            raise err from None
+
+    def _offset(self, offsets: dict):
+        return self._jvm.io.lakelog.spark.LakelogOffset.parse(json.dumps(offsets))
+
+    def _limit(self, limit):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+        if limit == self.getDefaultReadLimit():
+            return self._default
+        read_limit = self._jvm.org.apache.spark.sql.connector.read.streaming.ReadLimit
+        if isinstance(limit, ReadMaxRows):
+            return read_limit.maxRows(limit.max_rows)
+        if isinstance(limit, ReadMinRows):
+            return read_limit.minRows(limit.min_rows, 0)
+        assert isinstance(limit, ReadAllAvailable), limit
+        return read_limit.allAvailable()
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+        name = self._default.getClass().getSimpleName()
+        if name == "ReadMaxRows":
+            return ReadMaxRows(self._default.maxRows())
+        if name == "ReadMinRows":
+            return ReadMinRows(self._default.minRows())
+        return ReadAllAvailable()
+
+    def initialOffset(self) -> dict:
+        return json.loads(self._call(lambda: self._stream.initialOffset().json()))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._call(self._stream.prepareForTriggerAvailableNow)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        jstart = self._offset(start)
+        end = self._call(lambda: self._stream.latestOffset(jstart, self._limit(limit)))
+        return start if end.equals(jstart) else json.loads(end.json())
+
+    def reportLatestOffset(self) -> dict | None:
+        latest = self._stream.reportLatestOffset()
+        return None if latest is None else json.loads(latest.json())
+
+    def planned(self, start: dict, end: dict) -> dict[tuple[str, int], list[int]]:
+        """The offsets a micro-batch from ``start`` to ``end`` reads, per partition."""
+        ranges = json.loads(self._call(lambda: self._stream.plannedRanges(json.dumps(start), json.dumps(end))))
+        return {(t, int(p)): list(range(s, e)) for t, parts in ranges.items() for p, (s, e) in parts.items()}

@@ -3,7 +3,8 @@
     python stream_job.py ROOT CHECKPOINT SINK STOP_FILE
 
 It uses ``format("lakelog")`` with no registration call (run it outside the repository to prove PySpark finds
-the installed ``pyspark_lakelog``).  It runs a processing-time query until STOP_FILE exists, then stops it
+the installed ``pyspark_lakelog``), and prints the source's description (the JVM stream's class name) once the
+first micro-batch ran.  It runs a processing-time query until STOP_FILE exists, then stops it
 gracefully; the tests also kill it with SIGKILL mid-run.
 """
 
@@ -25,7 +26,12 @@ def main(root: str, checkpoint: str, sink: str, stop_file: str) -> int:
          .option("checkpointLocation", checkpoint).option("path", sink)
          .trigger(processingTime="300 milliseconds").start())
     print("started", flush=True)
+    described = False
     while not os.path.exists(stop_file):
+        progress = q.lastProgress
+        if not described and progress and progress["sources"]:
+            print(f"source: {progress['sources'][0]['description']}", flush=True)  # which implementation read
+            described = True
         if q.exception() is not None:
             print(f"query failed: {q.exception()}", flush=True)
             return 1

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tomllib
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from lakelog import Log
 from lakelog.storage.storage_root import StorageRoot
 
 from s3_server import BUCKET, s3_options
-from spark_cluster import BIN, REPO, cluster_env, standalone  # noqa: F401  (standalone: the fixture)
+from spark_cluster import BIN, REPO, bare_python, cluster_env, standalone  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 TOPIC = "events"
@@ -158,24 +157,6 @@ def wheel(tmp_path_factory) -> Path:
     assert done.returncode == 0, done.stderr[-4000:]
     [whl] = (tmp / "dist").glob("lakelog-*-py3-none-any.whl")
     return whl
-
-
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory) -> str:
-    """A Python with lakelog's dependencies importable but not lakelog (nor ``pyspark_lakelog``).
-
-    A venv whose site-packages holds one ``.pth`` file naming this venv's site-packages: that adds the directory
-    to the path, but does not run the ``.pth`` files inside it, among them the editable install's entry for the
-    checkout (``make install`` installs lakelog editable).
-    """
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    deps = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    (Path(site) / "lakelog-deps.pth").write_text("".join(f"{d}\n" for d in deps))
-    return str(python)
 
 
 def test_installed_package(standalone, tmp_path, s3_endpoint):

@@ -1,5 +1,7 @@
 """A streaming query killed with SIGKILL mid-run and restarted from its checkpoint delivers every record once.
 
+The query reads through the JVM source (LakelogMicroBatchStream); the job prints which source read.
+
 The query runs in its own process (its own SparkSession, started outside the repository with no
 registration call, so it also proves PySpark finds the installed ``pyspark_lakelog``) while a producer keeps
 appending.  The Parquet sink is read back through Spark, which honours the sink's commit log.
@@ -41,8 +43,10 @@ class StreamJob:
                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
 
-    def log(self) -> str:
-        return (self.tmp / f"job-{self.runs}.log").read_text(errors="replace")[-3000:]
+    def log(self, run: int | None = None) -> str:
+        """The end of the current run's output, or all of run ``run``'s."""
+        text = (self.tmp / f"job-{run or self.runs}.log").read_text(errors="replace")
+        return text if run else text[-3000:]
 
     def committed_batches(self) -> int:
         meta = self.sink / "_spark_metadata"
@@ -113,6 +117,8 @@ def test_killed_and_restarted_query_delivers_every_record_once(spark, tmp_path):
     got = sorted((r.partition, r.offset) for r in rows)
     assert got == [(p, o) for p in range(2) for o in range(hw[p])]  # every offset once: no loss, no duplicate
     assert job.runs == 2 and "started" in job.log()
+    for run in (1, 2):  # both runs read through the JVM source, not the Python one it can fall back to
+        assert "source: LakelogMicroBatchStream[subscribe=orders" in job.log(run), job.log(run)
 
 
 def test_pyspark_lookup_finds_the_installed_module(tmp_path):

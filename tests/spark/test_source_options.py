@@ -136,3 +136,43 @@ def test_invalid_options(options, mode, option, fragment):
 def test_mode_rules_accept_the_other_modes_options():
     check_streaming(parse_options({**SUB, "maxoffsetspertrigger": "10", "groupid": "g"}))
     check_batch(parse_options({**SUB, "endingoffsets": '{"orders":{"0":-1}}'}))
+
+
+ISOLATION_MESSAGE = ("Invalid value for option 'kafka.isolation.level': expected read_committed or read_uncommitted, "
+                     "got {}")
+
+
+def test_isolation_level_python():
+    for level in ("read_committed", "READ_UNCOMMITTED", " Read_Committed "):
+        parse_options({**SUB, "kafka.isolation.level": level})
+    with pytest.raises(InvalidSourceOption) as info:
+        parse_options({**SUB, "kafka.isolation.level": "read_dirty"})
+    assert info.value.option == "kafka.isolation.level" and info.value.code == 40
+    assert ISOLATION_MESSAGE.format("read_dirty") in str(info.value)
+
+
+@pytest.mark.parametrize("source", ["jvm", "python"])
+def test_isolation_level_through_spark(spark, tmp_path, source):
+    """Both sources reject a bad level with the same message and read the same rows at either level (a topic
+    table never holds uncommitted or aborted transactional data)."""
+    from lakelog import Log
+    from lakelog.storage.storage_root import StorageRoot
+
+    from spark_support import lakelog_reader, produce, records_of
+
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    log.create_topic("orders", 2)
+    produce(log, "orders", 0, 7)
+    produce(log, "orders", 1, 3)
+    spark.conf.set("spark.lakelog.jvm.enabled", "true" if source == "jvm" else "false")
+    try:
+        with pytest.raises(Exception, match=ISOLATION_MESSAGE.format("snapshot")):
+            lakelog_reader(spark, log.root, subscribe="orders", **{"kafka.isolation.level": "snapshot"}) \
+                .load(log.root.uri).collect()
+        rows = {level: records_of(lakelog_reader(spark, log.root, subscribe="orders",
+                                                 **{"kafka.isolation.level": level}).load(log.root.uri))
+                for level in ("read_committed", "read_uncommitted")}
+    finally:
+        spark.conf.set("spark.lakelog.jvm.enabled", "true")
+    assert len(rows["read_committed"]) == 10
+    assert rows["read_committed"] == rows["read_uncommitted"]

@@ -1,7 +1,9 @@
-"""The stream reader's offset logic driven directly, as Spark's engine drives it (no SparkSession).
+"""The stream reader's offset logic driven directly, as Spark's engine drives it (no query).
 
 Admission control, AvailableNow targets, new partitions, data loss and the offsets JSON are checked call by
-call here, where time and order are under the test's control; test_streaming.py runs real queries.
+call here, where time and order are under the test's control; test_streaming.py runs real queries. The tests
+taking ``stream_reader`` run twice: on the Python source's LakelogStreamReader and on the JVM source's
+LakelogMicroBatchStream (through py4j, in the shared session's JVM), which must behave identically.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from lakelog.spark.read_plan import SegmentSlice
 from lakelog.spark.spark_source import KAFKA_SCHEMA, LakelogDataSource
 from lakelog.storage.storage_root import StorageRoot
 
-from spark_support import produce
+from spark_support import JvmStreamReader, produce
 
 
 @pytest.fixture
@@ -25,12 +27,24 @@ def local_log(tmp_path):
     return Log(StorageRoot.resolve(str(tmp_path / "root")))
 
 
-def stream_reader(log, **options):
+def python_stream_reader(log, **options):
     opts = {"path": log.root.uri, **{k.lower(): str(v) for k, v in options.items()}}
     return LakelogDataSource(opts).streamReader(KAFKA_SCHEMA)
 
 
+@pytest.fixture(params=["python", "jvm"])
+def stream_reader(request):
+    """``stream_reader(log, **options)``: a stream reader of the Python source, or of the JVM source."""
+    if request.param == "python":
+        return python_stream_reader
+    spark = request.getfixturevalue("spark")
+    return lambda log, **options: JvmStreamReader(spark, {"path": log.root.uri,
+                                                          **{k: str(v) for k, v in options.items()}})
+
+
 def planned(reader, start, end) -> dict[tuple[str, int], list[int]]:
+    if isinstance(reader, JvmStreamReader):
+        return reader.planned(start, end)
     out: dict[tuple[str, int], list[int]] = {}
     for part in reader.partitions(start, end):
         for s in part.task.slices:
@@ -38,7 +52,7 @@ def planned(reader, start, end) -> dict[tuple[str, int], list[int]]:
     return out
 
 
-def test_max_offsets_per_trigger_and_all_available(local_log):
+def test_max_offsets_per_trigger_and_all_available(local_log, stream_reader):
     local_log.create_topic("t", 2)
     produce(local_log, "t", 0, 90)
     produce(local_log, "t", 1, 10)
@@ -55,7 +69,7 @@ def test_max_offsets_per_trigger_and_all_available(local_log):
     assert r.reportLatestOffset() == {"t": {"0": 90, "1": 10}}
 
 
-def test_min_offsets_per_trigger_waits_for_data_or_the_max_delay(local_log):
+def test_min_offsets_per_trigger_waits_for_data_or_the_max_delay(local_log, stream_reader):
     local_log.create_topic("t", 1)
     produce(local_log, "t", 0, 5)
     r = stream_reader(local_log, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger=10,
@@ -77,7 +91,7 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_max_delay(local_log):
     assert time.monotonic() < deadline
 
 
-def test_available_now_stops_at_the_high_watermark_of_its_start(local_log):
+def test_available_now_stops_at_the_high_watermark_of_its_start(local_log, stream_reader):
     local_log.create_topic("t", 1)
     produce(local_log, "t", 0, 30)
     r = stream_reader(local_log, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger=12,
@@ -94,7 +108,7 @@ def test_available_now_stops_at_the_high_watermark_of_its_start(local_log):
     assert offsets == [12, 24, 30]  # bounded batches, the last one below minOffsetsPerTrigger, then done
 
 
-def test_new_partitions_and_topics_are_picked_up(local_log):
+def test_new_partitions_and_topics_are_picked_up(local_log, stream_reader):
     local_log.create_topic("orders-a", 1)
     produce(local_log, "orders-a", 0, 4)
     r = stream_reader(local_log, subscribePattern="orders-.*", startingOffsets="earliest")
@@ -109,7 +123,7 @@ def test_new_partitions_and_topics_are_picked_up(local_log):
                                       ("orders-b", 0): [0, 1]}
 
 
-def test_starting_offsets_resolve_per_partition(local_log):
+def test_starting_offsets_resolve_per_partition(local_log, stream_reader):
     local_log.create_topic("t", 2)
     produce(local_log, "t", 0, 10)
     produce(local_log, "t", 1, 10)
@@ -125,19 +139,20 @@ def test_starting_offsets_resolve_per_partition(local_log):
     assert r.initialOffset() == {"t": {"0": 10, "1": 10}}
 
 
-def test_checkpointed_offsets_removed_by_retention(local_log):
+def test_checkpointed_offsets_removed_by_retention(local_log, stream_reader):
     local_log.create_topic("t", 1)
     for _ in range(2):
         produce(local_log, "t", 0, 10)
     local_log.delete_records("t", 0, 15)
     start, end = {"t": {"0": 5}}, {"t": {"0": 20}}
     with pytest.raises(OffsetOutOfRange, match='"failOnDataLoss" to "false"'):
-        stream_reader(local_log, subscribe="t").partitions(start, end)
+        planned(stream_reader(local_log, subscribe="t"), start, end)
     lenient = stream_reader(local_log, subscribe="t", failOnDataLoss="false")
     assert planned(lenient, start, end) == {("t", 0): list(range(15, 20))}
 
 
 def test_readers_pickle_small_and_read_outside_the_planner(local_log):
+    stream_reader = python_stream_reader  # the Python reader's own contract: what Spark pickles to its workers
     import pickle
 
     local_log.create_topic("t", 1)
@@ -153,7 +168,7 @@ def test_readers_pickle_small_and_read_outside_the_planner(local_log):
     assert isinstance(parts[0].task.slices[0], SegmentSlice)
 
 
-def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log):
+def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log, stream_reader):
     """A group that committed some partitions starts them there; the JSON spec (naming every subscribed
     partition, as the Kafka source requires) places the others."""
     from lakelog.group.consumer_offsets import OffsetStore
@@ -170,6 +185,7 @@ def test_group_offsets_with_specific_starting_offsets_for_the_rest(local_log):
 
 def test_start_at_latest_on_a_non_empty_topic_logs_one_info_line(local_log, caplog):
     """Kafka's default (latest) is kept, but a stream that skips existing records says so, once, at INFO."""
+    stream_reader = python_stream_reader  # the JVM source logs the same line through log4j
     import logging
 
     local_log.create_topic("t", 2)
@@ -188,3 +204,25 @@ def test_start_at_latest_on_a_non_empty_topic_logs_one_info_line(local_log, capl
         local_log.create_topic("empty", 1)
         stream_reader(local_log, subscribe="empty").initialOffset()
     assert not [r for r in caplog.records if "starts at latest" in r.getMessage()]
+
+
+def test_a_log_cleaned_up_behind_a_checkpoint_is_reloaded(local_log, stream_reader):
+    """A long-idle stream whose next commits were cleaned up behind a checkpoint loads the topic afresh instead
+    of waiting forever for a commit file that is gone."""
+    from pathlib import Path
+
+    from deltalake import DeltaTable
+
+    local_log.create_topic("t", 1)
+    produce(local_log, "t", 0, 3)
+    r = stream_reader(local_log, subscribe="t", startingOffsets="earliest")
+    assert r.latestOffset(r.initialOffset(), ReadAllAvailable()) == {"t": {"0": 3}}
+    for _ in range(3):
+        produce(local_log, "t", 0, 2)
+    table = DeltaTable(local_log.root.uri_for("topics", "t"))
+    table.create_checkpoint()
+    for commit in Path(local_log.root.path_for("topics", "t", "_delta_log")).glob("*.json"):
+        if int(commit.name[:20]) < table.version():
+            commit.unlink()  # what Delta's log cleanup does to expired commits
+    produce(local_log, "t", 0, 1)
+    assert r.latestOffset({"t": {"0": 3}}, ReadAllAvailable()) == {"t": {"0": 10}}

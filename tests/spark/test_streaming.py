@@ -1,4 +1,5 @@
-"""Streaming queries through ``spark.readStream.format("lakelog")`` on the shared local[2] session."""
+"""Streaming queries through ``spark.readStream.format("lakelog")`` on the shared local[2] session, on the JVM
+source and on the Python source it falls back to (conftest.BOTH_SOURCES)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def run_available_now(df, checkpoint, on_batch):
     return q
 
 
-def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spark, log, root, tmp_path):
+def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spark, log, root, tmp_path,
+                                                                            lakelog_source):
     log.create_topic("orders", 2)
     produce(log, "orders", 0, 70)
     produce(log, "orders", 1, 30)
@@ -44,6 +46,9 @@ def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spa
     assert sorted(rows) == [(0, o) for o in range(70)] + [(1, o) for o in range(30)]
     assert [len(b) for b in batches if b] == [40, 40, 20]  # every batch bounded by maxOffsetsPerTrigger
     assert q.lastProgress["sources"][0]["latestOffset"] is not None  # reportLatestOffset
+    # the JVM stream reads local roots; S3 roots without hadoop-aws (and jvm.enabled=false) go to the Python source
+    on_jvm = "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]
+    assert on_jvm == (lakelog_source == "jvm" and root.is_local)
     batches.clear()
     run_available_now(df, tmp_path / "ck", on_batch)  # the next run reads only what came since
     assert sorted(r for b in batches for r in b) == [(0, o) for o in range(70, 85)]
@@ -117,3 +122,60 @@ def test_group_id_commits_each_batch_and_seeds_new_queries(spark, front, tmp_pat
                       lambda df, _: got.extend((r.partition, r.offset) for r in df.collect()))
     assert sorted(got) == [(1, o) for o in range(30, 34)]  # a new checkpoint starts at the group's offsets
     assert committed()[("clicks", 1)] == 34
+
+
+def test_a_checkpoint_resumes_on_the_other_implementation(spark, tmp_path, lakelog_source):
+    """The offsets JSON is the same on both sources: a query checkpointed by one continues on the other."""
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    log.create_topic("moves", 2)
+    produce(log, "moves", 0, 12)
+    produce(log, "moves", 1, 5)
+    got: list[tuple[int, int]] = []
+    def load():  # the implementation is chosen when the stream is loaded
+        return lakelog_reader(spark, log.root, stream=True, subscribe="moves", startingOffsets="earliest",
+                              maxOffsetsPerTrigger=6).load(log.root.uri)
+
+    collect = lambda batch, _: got.extend((r.partition, r.offset) for r in batch.collect())  # noqa: E731
+    q = run_available_now(load(), tmp_path / "ck", collect)
+    assert ("LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]) == (lakelog_source == "jvm")
+    assert sorted(got) == [(0, o) for o in range(12)] + [(1, o) for o in range(5)]
+    produce(log, "moves", 1, 4)
+    got.clear()
+    other = "false" if lakelog_source == "jvm" else "true"
+    spark.conf.set("spark.lakelog.jvm.enabled", other)  # the fixture restores it
+    q = run_available_now(load(), tmp_path / "ck", collect)
+    assert sorted(got) == [(1, o) for o in range(5, 9)]  # only what came since: nothing read twice or skipped
+    assert ("LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]) == (other == "true")
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_segment_removed_after_planning(spark, tmp_path, lakelog_source, fail_on_data_loss):
+    """A micro-batch whose segment file vanishes between planning and reading (retention then vacuum) fails
+    with the data-loss message, or reads what is left when failOnDataLoss is false."""
+    import os
+
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    log.create_topic("gone", 1)
+    produce(log, "gone", 0, 5)
+    produce(log, "gone", 0, 4)
+    first = min(log.segments("gone", 0), key=lambda s: s.base_offset)
+    got: list[int] = []
+
+    def on_batch(batch, _):
+        os.remove(log.root.path_for("topics", "gone", first.path))  # planned already, not read yet
+        got.extend(r.offset for r in batch.collect())
+
+    q = (lakelog_reader(spark, log.root, stream=True, subscribe="gone", startingOffsets="earliest",
+                        failOnDataLoss=str(fail_on_data_loss).lower()).load(log.root.uri)
+         .writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
+         .foreachBatch(on_batch).start())
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as info:
+            q.awaitTermination(300)
+        message = str(info.value)
+        assert f"Segment {first.path} of gone-0 holding offsets [0, 5) was removed after the read was planned." \
+            in message, message
+        assert '"failOnDataLoss" to "false"' in message
+    else:
+        assert q.awaitTermination(300) and q.exception() is None
+        assert got == [5, 6, 7, 8]

@@ -48,14 +48,27 @@ public class LakelogParquetFormat extends ParquetFileFormat {
     }
 
     @Override
-    @SuppressWarnings("unchecked")
     public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
         SparkSession spark, StructType dataSchema, StructType partitionSchema, StructType requiredSchema,
         Seq<Filter> filters, scala.collection.immutable.Map<String, String> options, Configuration hadoopConf) {
+        Map<String, long[]> trims = trims();
+        if (trims.isEmpty())
+            return super.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema, requiredSchema, filters,
+                options, hadoopConf);
+        return trimmingReader(spark, dataSchema, partitionSchema, requiredSchema, filters, options, hadoopConf, trims);
+    }
+
+    /**
+     * A reader cutting the files named in {@code trims} (keys as {@link TrimmingReader#key}) to their ranges. Those
+     * ranges are also pushed to Parquet as offset filters (row-group skipping) for up to {@link #MAX_RANGE_READERS}
+     * distinct ranges; the cut itself is exact either way.
+     */
+    TrimmingReader trimmingReader(SparkSession spark, StructType dataSchema, StructType partitionSchema,
+                                  StructType requiredSchema, Seq<Filter> filters,
+                                  scala.collection.immutable.Map<String, String> options, Configuration hadoopConf,
+                                  Map<String, long[]> trims) {
         Function1<PartitionedFile, Iterator<InternalRow>> base =
             super.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema, requiredSchema, filters, options, hadoopConf);
-        Map<String, long[]> trims = trims();
-        if (trims.isEmpty()) return base;
         int offsetCol = Arrays.asList(requiredSchema.fieldNames()).indexOf("offset");
         boolean extra = offsetCol < 0;
         StructType ext = requiredSchema;

@@ -3,12 +3,9 @@ package io.lakelog.spark;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
-import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.sources.BaseRelation;
@@ -25,9 +22,10 @@ import java.util.*;
 /**
  * {@code format("lakelog")} on the JVM. Batch reads are a {@link HadoopFsRelation} over the segment files the
  * topics' Delta logs list ({@link LakelogFileIndex}), read by Spark's vectorized Parquet reader
- * ({@link LakelogParquetFormat}). Streaming reads, and every read of an {@code s3://} root when hadoop-aws's
- * S3AFileSystem is not on the classpath (or when {@code spark.lakelog.jvm.enabled=false}), go to lakelog's Python
- * data source of the same name.
+ * ({@link LakelogParquetFormat}); streaming reads are a {@link LakelogMicroBatchStream} reading with the same
+ * reader. Every read of an {@code s3://} root when hadoop-aws's S3AFileSystem is not on the classpath (or when
+ * {@code spark.lakelog.jvm.enabled=false}, or on a Spark version the jar was not built for) goes to lakelog's
+ * Python data source of the same name.
  *
  * <p>Spark uses the V2 {@link TableProvider} side first; the table it gets here declares only streaming reads, so
  * batch reads fall back to the V1 {@link RelationProvider} side, while a fallback gets the Python source's table,
@@ -91,7 +89,7 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
         return why != null;
     }
 
-    // -- V2: streaming (delegated), and every read that falls back -------------------------------------------
+    // -- V2: streaming, and every read that falls back -------------------------------------------
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
         if (fallback(options)) return python().inferSchema(options);
@@ -107,33 +105,13 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        Table py = python().getTable(schema, partitioning, properties);
-        if (fallback(properties)) return py;
-        return new StreamTable((SupportsRead) py);
+        if (fallback(properties)) return python().getTable(schema, partitioning, properties);
+        return new LakelogStreamTable(schema);
     }
 
     @Override
     public boolean supportsExternalMetadata() {
         return true;
-    }
-
-    /** The Python source's table, declaring streaming reads only (a batch read then takes the V1 path). */
-    static final class StreamTable implements SupportsRead {
-        private final SupportsRead py;
-
-        StreamTable(SupportsRead py) {
-            this.py = py;
-        }
-
-        @Override public String name() { return NAME; }
-        @Override @SuppressWarnings("deprecation") public StructType schema() { return py.schema(); }
-        @Override public org.apache.spark.sql.connector.catalog.Column[] columns() { return py.columns(); }
-        @Override public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.MICRO_BATCH_READ);
-        }
-        @Override public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return py.newScanBuilder(options);
-        }
     }
 
     // -- V1: batch reads ---------------------------------------------------------------------------------------

@@ -66,10 +66,20 @@ public final class Planner {
         }
     }
 
-    /** Load every subscribed topic; unknown (or deleted) topics of subscribe/assign fail. */
+    /** Load every subscribed topic afresh; unknown (or deleted) topics of subscribe/assign fail. */
     public Planner refresh() {
         states.clear();
-        if (o.kind.equals("subscribePattern")) {
+        return advance();
+    }
+
+    /**
+     * Advance the loaded states by their Delta logs' new commits, load newly subscribed topics (a pattern's new
+     * matches) and drop topics no longer subscribed; unknown (or deleted) topics of subscribe/assign fail.
+     */
+    public Planner advance() {
+        List<String> wanted = new ArrayList<>();
+        boolean pattern = o.kind.equals("subscribePattern");
+        if (pattern) {
             Pattern p = Pattern.compile(o.pattern);
             FileStatus[] dirs;
             try {
@@ -81,23 +91,34 @@ public final class Planner {
             }
             for (FileStatus d : dirs) {
                 String name = d.getPath().getName();
-                if (!d.isDirectory() || name.startsWith("__") || !LEGAL_TOPIC.matcher(name).matches()
-                    || !p.matcher(name).matches()) continue;
-                TopicState s = load(name);
-                if (s.version >= 0 && !s.deleted()) states.put(name, s);
+                if (d.isDirectory() && !name.startsWith("__") && LEGAL_TOPIC.matcher(name).matches()
+                    && p.matcher(name).matches()) wanted.add(name);
             }
-            return this;
+        } else {
+            wanted.addAll(o.kind.equals("assign") ? o.assignment.keySet() : o.topics);
         }
         String option = o.kind.equals("assign") ? "assign" : "subscribe";
-        Collection<String> wanted = o.kind.equals("assign") ? o.assignment.keySet() : o.topics;
         for (String topic : wanted) {
-            validateTopicName(topic);
-            TopicState s = load(topic);
-            if (s.version < 0 || s.deleted())
+            TopicState s = states.get(topic);
+            if (s == null) {
+                if (!pattern) validateTopicName(topic);
+                s = load(topic);
+            } else {
+                try {
+                    if (!s.advance(fs, root.topicPath(topic))) s = load(topic); // the log was cleaned up behind a checkpoint
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            }
+            if (s.version < 0 || s.deleted()) {
+                states.remove(topic);
+                if (pattern) continue; // deleted between listing and loading
                 throw LakelogError.unknownTopic("topic " + topic + " (option '" + option + "') does not exist under "
                     + root.display());
+            }
             states.put(topic, s);
         }
+        states.keySet().retainAll(new HashSet<>(wanted));
         return this;
     }
 
@@ -172,12 +193,21 @@ public final class Planner {
     }
 
     Map<TP, Long> resolveStarting(SourceOptions.Spec spec, List<TP> tps) {
+        return resolveStarting(spec, tps, tps);
+    }
+
+    /**
+     * Starting offsets of {@code tps}; a spec naming partitions must name every partition of {@code covers}, as the
+     * Kafka source requires of all subscribed partitions, also when only some (those a consumer group has no
+     * committed offset for) need resolving.
+     */
+    Map<TP, Long> resolveStarting(SourceOptions.Spec spec, List<TP> tps, List<TP> covers) {
         Map<TP, Long> out = new TreeMap<>();
         switch (spec.kind) {
             case EARLIEST: for (TP tp : tps) out.put(tp, lso(tp)); return out;
             case LATEST: for (TP tp : tps) out.put(tp, hw(tp)); return out;
             case OFFSETS:
-                checkCovers("startingoffsets", spec.values.keySet(), tps);
+                checkCovers("startingoffsets", spec.values.keySet(), covers);
                 for (TP tp : tps) {
                     long v = spec.values.get(tp);
                     out.put(tp, v == SourceOptions.EARLIEST ? lso(tp) : v == SourceOptions.LATEST ? hw(tp) : v);
@@ -189,8 +219,8 @@ public final class Planner {
         Map<TP, Long> stamps = new TreeMap<>();
         if (spec.kind == SourceOptions.Spec.Kind.GLOBAL_TIMESTAMP) for (TP tp : tps) stamps.put(tp, spec.timestampMs);
         else {
-            checkCovers(option, spec.values.keySet(), tps);
-            stamps.putAll(spec.values);
+            checkCovers(option, spec.values.keySet(), covers);
+            for (TP tp : tps) stamps.put(tp, spec.values.get(tp));
         }
         for (Map.Entry<TP, Long> e : stamps.entrySet()) {
             TP tp = e.getKey();

@@ -249,6 +249,12 @@ public final class SourceOptions implements Serializable {
         }
         if (opts.containsKey("kafka.auto.offset.reset")) throw invalid("kafka.auto.offset.reset", "Kafka option "
             + "'auto.offset.reset' is not supported. Instead set the source option 'startingOffsets' to 'earliest' or 'latest'.");
+        String isolation = opts.get("kafka.isolation.level");
+        if (isolation != null && !isolation.trim().equalsIgnoreCase("read_committed")
+            && !isolation.trim().equalsIgnoreCase("read_uncommitted"))
+            // both levels read the same rows: a topic table never holds uncommitted or aborted transactional data
+            throw invalid("kafka.isolation.level", "Invalid value for option 'kafka.isolation.level': expected "
+                + "read_committed or read_uncommitted, got " + isolation);
         o.parseSubscription(opts);
         String strategy = opts.getOrDefault("startingoffsetsbytimestampstrategy", "error").trim().toLowerCase(Locale.ROOT);
         if (!strategy.equals("error") && !strategy.equals("latest")) throw invalid("startingoffsetsbytimestampstrategy",
@@ -306,6 +312,16 @@ public final class SourceOptions implements Serializable {
             for (Map.Entry<TP, Long> e : ending.values.entrySet())
                 if (e.getValue() == EARLIEST) throw invalid("endingoffsets", "ending offset for " + e.getKey()
                     + " can't be earliest (-2) for batch queries on lakelog (option 'endingOffsets')");
+        return this;
+    }
+
+    /** Streaming rules: no ending options; the starting default is latest, as in the Kafka source. */
+    public SourceOptions checkStreaming() {
+        for (String key : BATCH_ONLY)
+            if (given.contains(key)) throw invalid(key, "Option '" + display(key) + "' is not valid in streaming "
+                + "queries (ending offsets apply to batch queries only)");
+        if (!given.contains("startingoffsets") && !given.contains("startingtimestamp")
+            && !given.contains("startingoffsetsbytimestamp")) starting = new Spec(Spec.Kind.LATEST, null, 0);
         return this;
     }
 }

@@ -312,15 +312,18 @@ public final class TopicState {
         }
     }
 
-    /** Advance this state to the latest version by the JSON commits after it. */
-    public void advance(FileSystem fs, Path table) throws IOException {
+    /**
+     * Advance this state to the latest version by the JSON commits after it. False when the next commit was cleaned
+     * up behind a checkpoint (as lakelog/storage/delta_log.py's LogTailGone): the caller must load afresh.
+     */
+    public boolean advance(FileSystem fs, Path table) throws IOException {
         Path log = new Path(table, "_delta_log");
         for (long v = version + 1; ; v++) {
             String text;
             try {
                 text = readText(fs, new Path(log, commitName(v)));
             } catch (FileNotFoundException e) {
-                return;
+                return v > checkpointAtOrBelow(fs, log, -1);
             }
             applyCommit(v, text);
             parts = null;

@@ -43,6 +43,11 @@ final class TrimmingReader extends AbstractFunction1<PartitionedFile, Iterator<I
         this.outTypes = outTypes;
     }
 
+    /** The same readers cutting the files of {@code other} instead (a micro-batch's input partition's own). */
+    TrimmingReader withTrims(Map<String, long[]> other) {
+        return new TrimmingReader(base, boundary, byRange, other, offsetCol, extra, nData, nPart, outTypes);
+    }
+
     static String key(Path p) {
         Path parent = p.getParent();
         return parent.getParent().getName() + "/" + parent.getName() + "/" + p.getName();

@@ -1,0 +1,69 @@
+"""The JVM source's consumer-group commits (ConsumerGroupOffsets) in lakelog's ``__consumer_offsets`` topic:
+the records, partition and Delta commits lakelog's Python OffsetStore writes and reads, also when both commit
+to the same partition at once (put-if-absent conflicts, re-read, retry)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from lakelog import Log
+from lakelog.group.consumer_offsets import OFFSETS_TOPIC, OffsetStore
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.writer.partitioner import partition_for_key
+
+
+def jvm_store(spark, log):
+    return spark._jvm.io.lakelog.spark.ConsumerGroupOffsets.of(log.root.uri)
+
+
+def test_jvm_commits_read_by_python_in_the_group_partition(spark, tmp_path):
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    store = jvm_store(spark, log)
+    groups = ["a", "ab", "abc", "abcd", "abcdefg", "spark-readers", "gröup-ü"]  # every murmur2 tail length, UTF-8
+    for i, group in enumerate(groups):
+        store.commitJson(group, json.dumps({"orders": {"0": 10 + i, "1": 20 + i}}))  # creates the topic first
+    snap = log.snapshot(OFFSETS_TOPIC)
+    count = snap.partition_count
+    expected_records = {p: 0 for p in range(count)}
+    for group in groups:
+        expected_records[partition_for_key(group.encode(), count)] += 2
+    assert {p: snap.high_watermark(p) for p in range(count)} == expected_records
+    python = OffsetStore(log)
+    for i, group in enumerate(groups):
+        got = {(c.topic, c.partition): (c.offset, c.metadata) for c in python.fetch(group)}
+        assert got == {("orders", 0): (10 + i, "spark"), ("orders", 1): (20 + i, "spark")}
+        assert json.loads(store.fetchJson(group)) == {"orders": {"0": 10 + i, "1": 20 + i}}
+    python.commit("abc", [("orders", 0, 99, "python")])  # and the JVM reads the Python store's commits
+    assert json.loads(store.fetchJson("abc")) == {"orders": {"0": 99, "1": 22}}
+
+
+def test_concurrent_jvm_and_python_commits_to_one_partition(spark, tmp_path):
+    log = Log(StorageRoot.resolve(str(tmp_path / "root")))
+    python = OffsetStore(log)  # creates the topic
+    store = jvm_store(spark, log)
+    rounds, errors = 25, []
+
+    def commits(fn):
+        try:
+            for i in range(1, rounds + 1):
+                fn(i)
+        except BaseException as e:  # surfaced by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=commits, args=(lambda i: store.commitJson("g", json.dumps({"jvm": {"0": i}})),)),
+               threading.Thread(target=commits, args=(lambda i: python.commit("g", [("py", 0, i, "spark")]),))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert {(c.topic, c.offset) for c in OffsetStore(log).fetch("g")} == {("jvm", rounds), ("py", rounds)}
+    p = partition_for_key(b"g", log.snapshot(OFFSETS_TOPIC).partition_count)
+    assert log.snapshot(OFFSETS_TOPIC).high_watermark(p) == 2 * rounds  # every commit landed once
+    records = log.read(OFFSETS_TOPIC, p).to_pydict()
+    assert records["offset"] == list(range(2 * rounds))  # one record per commit, offsets contiguous
+    keys = [json.loads(k) for k in records["key"]]
+    for topic in ("jvm", "py"):  # each writer's commits in its order
+        values = [json.loads(v)["offset"] for k, v in zip(keys, records["value"]) if k == ["g", topic, 0]]
+        assert values == list(range(1, rounds + 1)), topic
