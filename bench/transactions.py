@@ -11,7 +11,7 @@ One ``lakelog serve --kafka-listener``; each repeat runs every system in turn on
   ``isolation.level`` (``fetch.queue.backoff.ms`` 10, as in ``bench.kafka_produce``), the order flipped
   every repeat;
 * **Spark scan** -- ``format("lakelog")`` counting the topic and summing its value lengths at each
-  ``kafka.isolation.level``, on one ``local[2]`` session: three scans at each level per repeat, alternating,
+  ``kafka.isolation.level``, on one ``local[2]`` session: five scans at each level per repeat, alternating,
   the order flipped every repeat.
 
 Figures are medians of ``repeats`` interleaved runs.
@@ -30,6 +30,7 @@ PARTITIONS = 8
 TRANSACTION_MS = 100
 GOAL_PRODUCE_RATIO = 0.8
 GOAL_READ_RATIO = 0.9
+SCANS = 5  # per level and repeat: one scan of the topic takes a few tenths of a second
 
 
 def transactional_produce(bootstrap: str, topic: str, n: int, transaction_ms: float = TRANSACTION_MS) -> tuple[float, int]:
@@ -97,7 +98,7 @@ def run(ctx: BenchContext) -> BenchResult:
                     bootstrap, txn_topic, PARTITIONS, n, **{"isolation.level": level, "fetch.queue.backoff.ms": 10}))
             spark_scan(spark, root.as_uri(), txn_topic, "read_committed")  # warm: JIT, file listing caches
             scans: dict[str, list[float]] = {level: [] for level in order}
-            for _ in range(3):
+            for _ in range(SCANS):
                 for level in order:
                     scans[level].append(spark_scan(spark, root.as_uri(), txn_topic, level))
             series["spark_committed"].append(n / median(scans["read_committed"]))

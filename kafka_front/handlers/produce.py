@@ -83,10 +83,23 @@ def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", lim
     return out
 
 
+def _stage(ctx: "FrontContext", tid: str, staged: list) -> dict[tuple[str, int], KafkaError]:
+    """Stage a transactional request's batches with the coordinator; the partitions that failed, with why."""
+    failed = {}
+    for topic, partition, batches in staged:
+        try:
+            for b in batches:
+                ctx.transactions.stage_batch(tid, b, topic)
+        except KafkaError as e:
+            failed[(topic, partition)] = e
+    return failed
+
+
 async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     req = rq.body
     answers: dict[tuple[str, int], dict] = {}
     queued: list[tuple[str, list[PartitionBatch]]] = []
+    staged: list[tuple[str, int, list[PartitionBatch]]] = []  # a transactional request's batches, per partition
     tid = req.transactional_id
     if tid is not None and not ctx.authorizer.allowed(conn.principal, "Write", TRANSACTIONAL_ID, tid):
         fail: KafkaError | None = TransactionalIdAuthorizationFailed(
@@ -109,13 +122,13 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
                     raise TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {topic!r}")
                 snap = await _snapshot(ctx, topic, pd.index)
                 data = pd.records or b""
-                if len(data) > INLINE_DECODE_BYTES or tid is not None:
+                if len(data) > INLINE_DECODE_BYTES:
                     got = await asyncio.to_thread(_decode_partition, data, pd.index, snap, ctx.max_frame_bytes,
                                                   tid is not None)
                 else:
-                    got = _decode_partition(data, pd.index, snap, ctx.max_frame_bytes)
+                    got = _decode_partition(data, pd.index, snap, ctx.max_frame_bytes, tid is not None)
                 if tid is not None:  # held by the coordinator until EndTxn: no offset yet (docs/kafka-clients.md)
-                    await asyncio.to_thread(lambda: [ctx.transactions.stage_batch(tid, b, topic) for b in got])
+                    staged.append((topic, pd.index, got))
                     answers[(topic, pd.index)] = {"count": len(got), "base_offset": -1}
                     continue
                 batches.extend(got)
@@ -125,6 +138,11 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
                 answers[(topic, pd.index)] = {"error": e}
         if batches:
             queued.append((topic, batches))
+    if staged:  # one worker-thread hop for the whole request
+        failed = await asyncio.to_thread(_stage, ctx, tid, staged)
+        for key, e in failed.items():
+            ctx.metrics.count_error(e)
+            answers[key] = {"error": e}
     # Unknown or fenced producer ids are refused before anything is queued.  A non-transactional id that passed
     # once on this connection stays valid (only transactional epochs move), so it is not read again.
     unchecked = {(b.producer_id, b.producer_epoch) for _, bs in queued for b in bs if b.idempotent} - conn.producers
