@@ -48,7 +48,7 @@ class TransactionStaging:
     def _producer_dir(self, kind: str, transactional_id: str, producer_id: int, epoch: int) -> str:
         return f"{TRANSACTIONS_DIR}/{id_key(transactional_id)}/{kind}/{producer_id}.{epoch}"
 
-    def _put(self, rel: str, data: bytes) -> None:
+    def _put(self, rel: str, data: bytes | pa.Buffer) -> None:
         if self.root.is_local:
             os.makedirs(os.path.dirname(self.root.path_for(rel)), exist_ok=True)
         put_if_absent(self.root, rel, data, fsync=False)
@@ -62,8 +62,9 @@ class TransactionStaging:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, INPUT_SCHEMA) as w:
             w.write_table(records)
+        data = sink.getvalue()  # a local file takes the Arrow buffer as it is; a PUT body is bytes
         try:
-            self._put(rel, sink.getvalue().to_pybytes())
+            self._put(rel, data if self.root.is_local else data.to_pybytes())
         except CommitConflict:
             return False
         with self._lock:
