@@ -78,8 +78,12 @@ class JobLease:
         from pyarrow.fs import FileSelector
 
         sel = FileSelector(self.root.path_for(self._dir), allow_not_found=True)
+        try:
+            infos = self.root.filesystem.get_file_info(sel)
+        except FileNotFoundError:  # pyarrow can still raise when another process creates the directory meanwhile
+            return []
         gens = []
-        for info in self.root.filesystem.get_file_info(sel):
+        for info in infos:
             name = info.base_name
             if name.endswith(".json") and name[:-5].isdigit():
                 gens.append(int(name[:-5]))

@@ -37,7 +37,10 @@ def id_key(transactional_id: str) -> str:
 
 def list_dir(root: StorageRoot, rel: str) -> list[pafs.FileInfo]:
     """The entries directly under ``rel`` (none if it does not exist)."""
-    return root.filesystem.get_file_info(pafs.FileSelector(root.path_for(rel), allow_not_found=True))
+    try:
+        return root.filesystem.get_file_info(pafs.FileSelector(root.path_for(rel), allow_not_found=True))
+    except FileNotFoundError:  # created or deleted by another process between pyarrow's check and its listing
+        return []
 
 
 class TransactionLog:
