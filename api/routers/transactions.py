@@ -22,7 +22,7 @@ from lakelog.errors import InvalidRequest, TransactionalIdNotFound
 from lakelog.transaction.transaction_coordinator import TransactionCoordinator
 
 from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
-from api.deps import AuthorizerDep, MetadataDep, PrincipalDep, ProduceDep
+from api.deps import AuthorizerDep, PrincipalDep, ProduceDep
 from api.schemas import (ProduceResponse, ProducerOut, TransactionInit, TransactionOffsets, TransactionOut,
                          TransactionProducer, error_responses)
 from api.services.produce import JSON, ArrowParams
@@ -49,7 +49,7 @@ def init(transactional_id: str, request: Request, principal: PrincipalDep, autho
 @router.post("/{transactional_id}/topics/{topic}/records", response_model=ProduceResponse,
              responses=error_responses(400, 401, 403, 404, 409, 413, 503))
 async def produce(transactional_id: str, topic: str, request: Request, principal: PrincipalDep,
-                  authorizer: AuthorizerDep, service: ProduceDep, metadata: MetadataDep) -> dict:
+                  authorizer: AuthorizerDep, service: ProduceDep) -> dict:
     """Records of the open transaction, in the idempotent JSON form (``producer_id``, ``producer_epoch``,
     ``batches`` with ``base_sequence``).  They are held until commit: the response's ``base_offset`` is -1."""
     authorizer.authorize(principal, "Write", TRANSACTIONAL_ID, transactional_id)
@@ -57,8 +57,7 @@ async def produce(transactional_id: str, topic: str, request: Request, principal
     body = await request.body()
 
     def stage() -> dict:
-        snap = metadata.get(topic, fresh=True)
-        prepared = service.parse(topic, body, JSON, ArrowParams(), snap, fresh=True)
+        prepared = service.prepare(topic, body, JSON, ArrowParams())  # validated as any produce; ids checked
         if not all(b.idempotent for b in prepared.batches):
             raise InvalidRequest("a transactional produce uses the idempotent form: producer_id, producer_epoch "
                                  "and batches with base_sequence")

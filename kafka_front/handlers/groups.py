@@ -222,8 +222,9 @@ async def offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Request") 
 async def offset_fetch(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Describe", req.group_id)
-    if ctx.transactions is not None:
-        await asyncio.to_thread(ctx.transactions.finish_pending_offsets, req.group_id)
+    pending = ctx.transactions.pending_offsets(req.group_id) if ctx.transactions is not None else []
+    if pending:  # a committed transaction's offsets still being written: finish them first
+        await asyncio.to_thread(ctx.transactions.finish_pending, pending)
     committed = await asyncio.to_thread(ctx.offsets.fetch, req.group_id)
     have = {(c.topic, c.partition): c for c in committed}
     if req.topics is None:

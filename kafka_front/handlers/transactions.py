@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from lakelog.errors import KafkaError, TopicAuthorizationFailed, UnknownTopicOrPartition
+from lakelog.errors import KafkaError, TopicAuthorizationFailed
+from lakelog.transaction.transaction_coordinator import UnknownPartitions
 
 from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
 
@@ -35,17 +36,6 @@ def _per_partition(topics: dict[str, list[int]], error: KafkaError | None,
     return {t: [(p, code(t, p)) for p in ps] for t, ps in topics.items()}
 
 
-def _missing(ctx: "FrontContext", topics: dict[str, list[int]]) -> set[tuple[str, int]]:
-    out = set()
-    for t, ps in topics.items():
-        try:
-            count = ctx.metadata.get(t, fresh=True).partition_count
-        except UnknownTopicOrPartition:
-            count = 0
-        out.update((t, p) for p in ps if not 0 <= p < count)
-    return out
-
-
 async def add_partitions_to_txn(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     tid = req.v3_and_below_transactional_id
@@ -59,13 +49,12 @@ async def add_partitions_to_txn(ctx: "FrontContext", conn: "Connection", rq: "Re
                 failed.update((t, p) for p in ps)
                 error = TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {t!r}")
         if error is None:
-            failed = await asyncio.to_thread(_missing, ctx, topics)
-            if failed:
-                error = UnknownTopicOrPartition(f"partitions {sorted(failed)} do not exist")
-        if error is None:
             wanted = {(t, p) for t, ps in topics.items() for p in ps}
             await asyncio.to_thread(ctx.transactions.add_partitions, tid, req.v3_and_below_producer_id,
                                     req.v3_and_below_producer_epoch, wanted)
+    except UnknownPartitions as e:
+        ctx.metrics.count_error(e)
+        error, failed = e, e.partitions
     except KafkaError as e:
         ctx.metrics.count_error(e)
         error = e

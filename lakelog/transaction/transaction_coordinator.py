@@ -43,6 +43,7 @@ import pyarrow as pa
 from lakelog.errors import (ConcurrentTransactions, InvalidProducerIdMapping, InvalidRequest,
                             InvalidTransactionTimeout, InvalidTxnState, KafkaError, UnknownTopicId,
                             UnknownTopicOrPartition)
+from lakelog.group.group_id import validate_group_id
 from lakelog.storage.delta_commit import CommitConflict
 from lakelog.storage.producer_ids import ProducerIdentity
 from lakelog.transaction import transaction_state as ts
@@ -61,6 +62,14 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # the Java producer's transaction.timeo
 MAX_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms
 COMPLETION_THREADS = 4  # decided transactions completing in the background at once
 AppendBatches = Callable[[str, list[PartitionBatch]], "list[AppendResult | KafkaError]"]
+
+
+class UnknownPartitions(UnknownTopicOrPartition):
+    """AddPartitionsToTxn named partitions that do not exist (``partitions``); nothing was added."""
+
+    def __init__(self, partitions: set[tuple[str, int]]) -> None:
+        super().__init__(f"partitions {sorted(partitions)} do not exist")
+        self.partitions = partitions
 
 
 def marker_app(producer_id: int, partition: int) -> str:
@@ -154,16 +163,19 @@ class TransactionCoordinator:
                        partitions: Iterable[tuple[str, int]]) -> None:
         """AddPartitionsToTxn: the transaction (begun by this call if none is open) writes to ``partitions``."""
         wanted = frozenset(partitions)
-        for topic, partition in sorted(wanted):
-            snap = self.log.snapshot(topic)
-            if not 0 <= partition < snap.partition_count:
-                raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
+        counts: dict[str, int] = {}
+        for topic in {t for t, _ in wanted}:
+            try:
+                counts[topic] = self.log.snapshot(topic).partition_count
+            except UnknownTopicOrPartition:
+                counts[topic] = 0
+        missing = {(t, p) for t, p in wanted if not 0 <= p < counts[t]}
+        if missing:
+            raise UnknownPartitions(missing)
         self._add(transactional_id, producer_id, producer_epoch, partitions=wanted)
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str) -> None:
         """AddOffsetsToTxn: the transaction commits offsets of ``group``."""
-        from lakelog.group.group_id import validate_group_id
-
         self._add(transactional_id, producer_id, producer_epoch, groups=frozenset([validate_group_id(group)]))
 
     def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, **what) -> None:
@@ -197,8 +209,6 @@ class TransactionCoordinator:
     def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
                           offsets: Offsets) -> None:
         """TxnOffsetCommit: offsets of ``group`` that become committed with the transaction."""
-        from lakelog.group.group_id import validate_group_id
-
         validate_transactional_id(transactional_id)
         validate_group_id(group)
         for topic, partition, offset, _ in offsets:
@@ -212,7 +222,7 @@ class TransactionCoordinator:
         """EndTxn: decide the open transaction.  ``wait``: return once it is complete; otherwise once the
         decision is durable (as a broker's EndTxn does), completing it in the background -- the id's next
         request finishes it first if the background has not, and so does an offset fetch of its groups
-        (:meth:`finish_pending_offsets`)."""
+        (:meth:`pending_offsets`)."""
         with self._lock(transactional_id):
             meta = self._known(transactional_id)
             if meta.state.preparing:  # finishing applies what is staged now: never from a state another front
@@ -238,13 +248,18 @@ class TransactionCoordinator:
             except KafkaError as e:  # stays decided: the id's next request, or recovery, finishes it
                 log.warning("completing the transaction of %r: %s", transactional_id, e)
 
-    def finish_pending_offsets(self, group: str) -> None:
-        """Complete the decided transactions (of this front's ids) whose offsets of ``group`` are not committed yet,
-        so that an offset fetch right after a commit sees them (a broker answers UNSTABLE_OFFSET_COMMIT instead,
-        which librdkafka's ``committed()`` surfaces as an error)."""
-        for transactional_id, meta in list(self._metas.items()):
-            if meta.state is TxnState.PREPARE_COMMIT and group in meta.groups:
-                self._finish_later(transactional_id, meta.marker)
+    def pending_offsets(self, group: str) -> list[tuple[str, int]]:
+        """(transactional id, marker) of this front's decided transactions whose offsets of ``group`` are not
+        committed yet (in memory: cheap enough to ask on every offset fetch)."""
+        return [(t, m.marker) for t, m in list(self._metas.items())
+                if m.state is TxnState.PREPARE_COMMIT and group in m.groups]
+
+    def finish_pending(self, pending: list[tuple[str, int]]) -> None:
+        """Complete the transactions :meth:`pending_offsets` named, so that an offset fetch right after a commit
+        sees their offsets (a broker answers UNSTABLE_OFFSET_COMMIT instead, which librdkafka's ``committed()``
+        surfaces as an error)."""
+        for transactional_id, marker in pending:
+            self._finish_later(transactional_id, marker)
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         with self._lock(transactional_id):
