@@ -203,13 +203,59 @@ def row_txn_unknown_partition(wire, topic, http):
 
 def row_txn_batch_mismatch(wire, topic, http):
     init = _init_txn(wire, f"tx-{topic}")
-    raw = bytearray(batch([b"a"], pid=init.producer_id, epoch=init.producer_epoch, seq=0))
-    # set the batch's isTransactional attribute bit (0x10) and recompute its CRC32C over attributes..end
-    attrs = struct.unpack_from(">h", raw, 21)[0] | 0x10
-    struct.pack_into(">h", raw, 21, attrs)
-    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
-    code = produce(wire, topic, bytes(raw)).error_code  # no transactional_id in the request
+    raw = _transactional(batch([b"a"], pid=init.producer_id, epoch=init.producer_epoch, seq=0))
+    code = produce(wire, topic, raw).error_code  # no transactional_id in the request
     assert _hw(http, topic) == 0
+    return code
+
+
+def _commit_and_wait(wire, http, tid: str, init) -> None:
+    """EndTxn(commit), then wait until the coordinator completed it (EndTxn answers once it is decided)."""
+    assert wire.request(26, 3, {"transactional_id": tid, "producer_id": init.producer_id,
+                                "producer_epoch": init.producer_epoch, "committed": True}).error_code == 0
+    deadline = time.monotonic() + 10
+    while http.get(f"/v1/transactions/{tid}").json()["state"] != "CompleteCommit":
+        assert time.monotonic() < deadline, "the commit never completed"
+        time.sleep(0.05)
+
+
+def _transactional(raw: bytes) -> bytes:
+    """``raw`` with the batch's isTransactional attribute bit (0x10) set and its CRC32C recomputed."""
+    out = bytearray(raw)
+    struct.pack_into(">h", out, 21, struct.unpack_from(">h", out, 21)[0] | 0x10)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def row_txn_corrupt_batch(wire, topic, http):
+    tid = f"tx-{topic}"
+    init = _init_txn(wire, tid)
+    add = wire.request(24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": init.producer_id,
+                               "v3_and_below_producer_epoch": init.producer_epoch,
+                               "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    bad = bytearray(_transactional(batch([b"x", b"y"], pid=init.producer_id, epoch=init.producer_epoch, seq=0)))
+    bad[-1] ^= 0xFF  # CRC no longer matches
+    r = wire.request(PRODUCE, 9, {"transactional_id": tid, "acks": -1, "timeout": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": bytes(bad)}]}]})
+    code = r.responses[0].partition_responses[0].error_code
+    _commit_and_wait(wire, http, tid, init)  # nothing was staged: the commit appends nothing
+    assert _hw(http, topic) == 0
+    return code
+
+
+def row_txn_offset_commit_invalid(wire, topic, http):
+    tid, group = f"tx-{topic}", f"g-{topic}"
+    init = _init_txn(wire, tid)
+    ids = {"transactional_id": tid, "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+    assert wire.request(25, 3, {**ids, "group_id": group}).error_code == 0
+    r = wire.request(28, 3, {**ids, "group_id": group, "generation_id": -1, "member_id": "",
+                             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                 {"partition_index": 0, "committed_offset": -5, "committed_leader_epoch": -1,
+                                  "committed_metadata": None}]}]})
+    code = r.topics[0].partitions[0].error_code
+    _commit_and_wait(wire, http, tid, init)  # nothing was staged: the commit commits no offset
+    assert http.get(f"/v1/groups/{group}/offsets").json()["offsets"] == []
     return code
 
 
