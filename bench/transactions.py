@@ -7,6 +7,7 @@ One ``lakelog serve --kafka-listener``; each repeat runs every system in turn on
   (``bench.kafka_produce``'s load); records/s from the first ``produce()`` to the end of ``flush()``;
 * **transactional producer** -- the same settings plus a ``transactional.id``, committing every 100 ms
   (``begin`` -> produce for 100 ms -> ``commit``); records/s from the first ``produce()`` to the last commit;
+  for both producers, the CPU time per record of the front process and of the client (this process);
 * **consumer drain** -- confluent-kafka draining the transactional topic from offset 0 at each
   ``isolation.level`` (``fetch.queue.backoff.ms`` 10, as in ``bench.kafka_produce``), the order flipped
   every repeat;
@@ -23,7 +24,7 @@ import time
 
 from bench import BenchContext, BenchResult, Goal, md_table, median
 from bench.http_produce import FrontProcess, _create_topic, _free_port
-from bench.kafka_produce import _values, confluent_drain, confluent_produce
+from bench.kafka_produce import Cpu, _values, confluent_drain, confluent_produce
 
 TITLE = "Transactions: transactional vs idempotent producer, read_committed vs read_uncommitted"
 PARTITIONS = 8
@@ -88,15 +89,21 @@ def run(ctx: BenchContext) -> BenchResult:
     bootstrap = f"127.0.0.1:{kafka_port}"
     root = ctx.workdir / "txn-root"
     front = FrontProcess(str(root), ctx.workdir, args=("--kafka-listener", bootstrap))
-    series: dict[str, list[float]] = {k: [] for k in ("idempotent", "transactional", "transactions", "committed",
-                                                      "uncommitted", "spark_committed", "spark_uncommitted")}
+    series: dict[str, list] = {k: [] for k in ("idempotent", "transactional", "transactions", "committed",
+                                               "uncommitted", "spark_committed", "spark_uncommitted",
+                                               "idempotent_cpu", "transactional_cpu")}
     try:
         spark, created = _session()
         for i in range(ctx.repeats):
             ctx.progress(f"repeat {i + 1}/{ctx.repeats}")
-            series["idempotent"].append(confluent_produce(bootstrap, _create_topic(front.url), n)[0])
+            topic = _create_topic(front.url)
+            with Cpu(front.proc.pid) as cpu:
+                series["idempotent"].append(confluent_produce(bootstrap, topic, n)[0])
+            series["idempotent_cpu"].append((cpu.server * 1e6 / n, cpu.client * 1e6 / n))
             txn_topic = _create_topic(front.url)
-            rate, count = transactional_produce(bootstrap, txn_topic, n)
+            with Cpu(front.proc.pid) as cpu:
+                rate, count = transactional_produce(bootstrap, txn_topic, n)
+            series["transactional_cpu"].append((cpu.server * 1e6 / n, cpu.client * 1e6 / n))
             series["transactional"].append(rate)
             series["transactions"].append(count)
             order = ["read_committed", "read_uncommitted"][::1 if i % 2 == 0 else -1]  # neither always goes first
@@ -114,6 +121,11 @@ def run(ctx: BenchContext) -> BenchResult:
             spark.stop()
     finally:
         front.close()
+    # CPU-µs per record of the front process and of this (client) process, as bench.kafka_produce reports them
+    cpu = {}
+    for k in ("idempotent", "transactional"):
+        samples = series.pop(f"{k}_cpu")
+        cpu[k] = (median([front for front, _ in samples]), median([client for _, client in samples]))
     m = {k: median(v) for k, v in series.items()}
     produce_ratio = m["transactional"] / m["idempotent"]
     consume_ratio = m["committed"] / m["uncommitted"]
@@ -128,6 +140,8 @@ def run(ctx: BenchContext) -> BenchResult:
         ["Spark scan, kafka.isolation.level=read_committed", f"{m['spark_committed']:,.0f}", f"{spark_ratio:.2f}x"],
     ]
     md = md_table(["system", "records/s (median)", "ratio"], rows)
+    md += "\n\n" + md_table(["producer", "front CPU-µs per record", "client CPU-µs per record"],
+                              [[k, f"{cpu[k][0]:.2f}", f"{cpu[k][1]:.2f}"] for k in ("idempotent", "transactional")])
     md += (f"\n\n{n:,} records of 100 bytes per run, {PARTITIONS} partitions, {ctx.repeats} interleaved repeats. "
            "A transaction's records are held by the coordinator and appended at commit (docs/architecture.md, "
            "\"Transactions\"), so both isolation levels read the same files the same way.\n")

@@ -33,3 +33,4 @@ def test_transactions_bench_quick_run(tmp_path):
     assert body, out.read_text()
     assert re.search(r"\| transactional producer, 100 ms transactions .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
     assert re.search(r"\| Spark scan, kafka.isolation.level=read_committed \| [\d,]+ \| [\d.]+x \|", body.group(1))
+    assert re.search(r"\| transactional \| [\d.]+ \| [\d.]+ \|", body.group(1))  # CPU-µs per record
