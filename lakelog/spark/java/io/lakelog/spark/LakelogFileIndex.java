@@ -57,16 +57,12 @@ public final class LakelogFileIndex implements FileIndex {
             Plan p = new Plan();
             for (Planner.Range r : planner.batchRanges()) {
                 if (r.start() >= r.end()) continue;
-                TopicState s = planner.states.get(r.tp().topic());
-                for (Segment seg : s.segmentsFrom(r.tp().partition(), r.start())) {
-                    if (seg.baseOffset() >= r.end()) break;
-                    long lo = Math.max(r.start(), seg.baseOffset()), hi = Math.min(r.end(), seg.lastOffset() + 1);
-                    if (lo >= hi) continue;
-                    boolean trimmed = r.start() > seg.baseOffset() || r.end() <= seg.lastOffset();
-                    if (trimmed) p.trims.put(r.tp().topic() + "/" + seg.path(), new long[]{r.start(), r.end()});
-                    p.entries.add(new Entry(r.tp(), seg, new Path(root.topicPath(r.tp().topic()), seg.path()), trimmed));
-                    long span = Math.max(1, seg.lastOffset() + 1 - seg.baseOffset());
-                    p.bytes += Math.max(1, seg.bytes() * (hi - lo) / span);
+                for (Planner.Slice sl : planner.slices(r)) {
+                    Segment seg = sl.seg();
+                    if (sl.trimmed()) p.trims.put(r.tp().topic() + "/" + seg.path(), new long[]{r.start(), r.end()});
+                    p.entries.add(new Entry(r.tp(), seg, new Path(root.topicPath(r.tp().topic()), seg.path()),
+                        sl.trimmed()));
+                    p.bytes += sl.bytes();
                 }
             }
             plan = p;

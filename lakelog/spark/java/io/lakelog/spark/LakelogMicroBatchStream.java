@@ -270,17 +270,11 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
         List<Planned> planned = new ArrayList<>();
         long total = 0;
         for (Planner.Range r : ranges) {
-            TopicState s = planner.states.get(r.tp().topic());
-            for (Segment seg : s.segmentsFrom(r.tp().partition(), r.start())) {
-                if (seg.baseOffset() >= r.end()) break;
-                long lo = Math.max(r.start(), seg.baseOffset()), hi = Math.min(r.end(), seg.lastOffset() + 1);
-                if (lo >= hi) continue;
-                boolean trimmed = r.start() > seg.baseOffset() || r.end() <= seg.lastOffset();
-                String key = r.tp().topic() + "/" + seg.path();
-                if (trimmed) lastTrims.put(key, new long[]{r.start(), r.end()});
-                lastSpans.put(key, new long[]{lo, hi});
-                long span = Math.max(1, seg.lastOffset() + 1 - seg.baseOffset());
-                Planned p = new Planned(r.tp(), seg, trimmed, Math.max(1, seg.bytes() * (hi - lo) / span));
+            for (Planner.Slice sl : planner.slices(r)) {
+                String key = r.tp().topic() + "/" + sl.seg().path();
+                if (sl.trimmed()) lastTrims.put(key, new long[]{r.start(), r.end()});
+                lastSpans.put(key, new long[]{sl.lo(), sl.hi()});
+                Planned p = new Planned(r.tp(), sl.seg(), sl.trimmed(), sl.bytes());
                 planned.add(p);
                 total += p.bytes() + openCost;
             }

@@ -35,6 +35,27 @@ public final class Planner {
     public record Range(TP tp, long start, long end) implements java.io.Serializable {
     }
 
+    /**
+     * A segment's share of a range: offsets lo <= offset < hi of it are read; {@code trimmed} when the range cuts
+     * the file (it must then be read with the range's offset filter); {@code bytes} its size pro rata.
+     */
+    public record Slice(Segment seg, long lo, long hi, boolean trimmed, long bytes) {
+    }
+
+    /** The slices of the segments holding offsets of {@code r}, in offset order (the topic's state must be loaded). */
+    public List<Slice> slices(Range r) {
+        List<Slice> out = new ArrayList<>();
+        for (Segment seg : states.get(r.tp().topic()).segmentsFrom(r.tp().partition(), r.start())) {
+            if (seg.baseOffset() >= r.end()) break;
+            long lo = Math.max(r.start(), seg.baseOffset()), hi = Math.min(r.end(), seg.lastOffset() + 1);
+            if (lo >= hi) continue;
+            long span = Math.max(1, seg.lastOffset() + 1 - seg.baseOffset());
+            out.add(new Slice(seg, lo, hi, r.start() > seg.baseOffset() || r.end() <= seg.lastOffset(),
+                Math.max(1, seg.bytes() * (hi - lo) / span)));
+        }
+        return out;
+    }
+
     final SourceOptions o;
     final Root root;
     final Configuration conf;
