@@ -55,6 +55,7 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
     private long lastTriggerMs;
     private Map<String, long[]> lastTrims = new HashMap<>(), lastSpans = new HashMap<>();
     private ConsumerGroupOffsets group;
+    private volatile Set<String> readColumns; // the columns the query reads (StreamColumnPruning); null: all
 
     LakelogMicroBatchStream(SourceOptions o, StructType schema, SparkSession session) {
         this.o = o;
@@ -323,9 +324,20 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
         return new SegmentInputPartition(files.toArray(new PartitionedFile[0]), trims, spans);
     }
 
+    /**
+     * Read only {@code names} of the schema's columns from now on. Called by {@link StreamColumnPruning}
+     * while Spark plans a micro-batch, on the stream execution thread, before it asks for the reader factory.
+     */
+    void readColumns(Set<String> names) {
+        readColumns = names.containsAll(Arrays.asList(schema.fieldNames())) ? null : Set.copyOf(names);
+    }
+
     @Override
     public PartitionReaderFactory createReaderFactory() {
         SparkSession spark = spark();
+        Set<String> names = readColumns;
+        StructType schema = new StructType();
+        for (StructField f : this.schema.fields()) if (names == null || names.contains(f.name())) schema = schema.add(f);
         StructType required = new StructType();
         for (StructField f : schema.fields())
             if (!f.name().equals("topic") && !f.name().equals("partition")) required = required.add(f);
