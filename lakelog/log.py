@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
                                             lso_app)
 from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, RecordAccumulator
-from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
+from lakelog.writer.committer import PIPELINE_DEPTH, AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
 from lakelog.writer.segment_writer import delete_quietly
 
@@ -175,19 +176,46 @@ class Log:
         """Commit per-partition batches in one Delta commit; one result or error per batch."""
         lock, _ = self._committer(topic)
         with lock:
-            committer = self._committers[topic][1]
-            if committer is None:
-                # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
-                committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id,
-                                      self.describe_node)
-                with self._lock:
-                    self._committers[topic] = (lock, committer)
-            results = committer.append(batches)
-            if committer.gone:  # the topic was deleted or recreated under it: the next append starts afresh
-                with self._lock:
-                    self._committers[topic] = (lock, None)
-                    self._snapshots.pop(topic, None)
-            return results
+            return self._append_locked(topic, lock, batches)
+
+    def _open_committer(self, topic: str, lock: threading.Lock) -> Committer:
+        """The topic's committer, created on first use (call with ``lock``, the topic's, held)."""
+        committer = self._committers[topic][1]
+        if committer is None:
+            # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
+            committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id,
+                                  self.describe_node, lock)
+            with self._lock:
+                self._committers[topic] = (lock, committer)
+        return committer
+
+    def _append_locked(self, topic: str, lock: threading.Lock, batches: list[PartitionBatch]):
+        committer = self._open_committer(topic, lock)
+        results = committer.append(batches)
+        if committer.gone:  # the topic was deleted or recreated under it: the next append starts afresh
+            with self._lock:
+                self._committers[topic] = (lock, None)
+                self._snapshots.pop(topic, None)
+        return results
+
+    def append_pipelined(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
+        """:meth:`append_batches`, pipelined on object stores: returns once ``batches`` are planned on top of the
+        commits staged before them and their segments are uploading; the future resolves when their commit has
+        landed (or failed), in commit order. At most ``PIPELINE_DEPTH`` commits of a topic are staged at once:
+        beyond that this waits. Elsewhere (local roots, transactions, anything unusual) it is
+        :meth:`append_batches` with a resolved future."""
+        lock, _ = self._committer(topic)
+        with lock:
+            committer = self._open_committer(topic, lock)
+            staged = committer.stage(batches)
+            if staged is None:
+                done: Future = Future()
+                done.set_result(self._append_locked(topic, lock, batches))
+                return done
+            backlog = committer.backlog(PIPELINE_DEPTH + 1)
+        if backlog is not None:
+            backlog.exception()  # without the lock: the pipeline moves on under it
+        return staged.future
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
                            num_partitions: int | None = None, *, explicit: list | None = None,
@@ -214,7 +242,7 @@ class Log:
         it costs about two round trips whatever its size, so its size, not its count, sets the throughput."""
         if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
             kwargs["max_commit_bytes"] = kwargs.get("buffer_memory", DEFAULT_BUFFER_MEMORY) // 2
-        return RecordAccumulator(self.append_batches, **kwargs)
+        return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined, **kwargs)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Kafka's DeleteRecords: move the log start offset up to ``before_offset``; returns the new one.

@@ -98,6 +98,10 @@ def main() -> None:
             time.sleep(0.005)
     next_seq = {p: 0 for p in range(nparts)}
     think = random.Random(writer)
+    if cfg.get("accumulator"):  # group commits, pipelined on object stores: several appends in flight
+        pipelined(log, topic, writer, nparts, cfg["appends"])
+        emit({"event": "done", "conflicts": CONFLICTS[0]})
+        return
     for i in range(cfg["appends"]):
         if cfg.get("think_ms"):  # a producer's pause between sends, so writers interleave rather than starve
             time.sleep(think.uniform(0, cfg["think_ms"]) / 1000)
@@ -130,6 +134,44 @@ def main() -> None:
             batches = retry
             time.sleep(0.05)
     emit({"event": "done", "conflicts": CONFLICTS[0]})
+
+
+def pipelined(log, topic: str, writer: int, nparts: int, appends: int, in_flight: int = 8) -> None:
+    """Appends through ``Log.accumulator()`` with up to ``in_flight`` waiting, each reported (in the order they
+    were sent) once its future resolves; no retries: an error is reported as such."""
+    from collections import deque
+
+    from lakelog import PartitionBatch
+    from lakelog.errors import KafkaError
+    from lakelog.writer.records import normalize_records
+    from proc_support import value_of
+
+    acc = log.accumulator(linger_ms=2)
+    waiting: deque = deque()
+
+    def report(block: bool) -> None:
+        while waiting and (block or waiting[0][2].done()):
+            i, batches, fut = waiting.popleft()
+            for b, r in zip(batches, fut.result()):
+                if isinstance(r, KafkaError):
+                    emit({"event": "error", "i": i, "p": b.partition, "code": r.code, "retriable": r.retriable,
+                          "message": r.message[:300]})
+                else:
+                    emit({"event": "ack", "i": i, "p": b.partition, "base": r.base_offset, "n": r.record_count,
+                          "dup": r.duplicate, "t": round(time.time(), 3), "attempt": 0})
+            block = False
+
+    for i in range(appends):
+        parts = [p % nparts for p in ([0, 1] if i % 3 == 0 else [i % 2])]
+        batches = [PartitionBatch(p, normalize_records([{"key": f"k{j}", "value": value_of(writer, i, p, j)}
+                                                        for j in range(1 + i % 3)]))
+                   for p in dict.fromkeys(parts)]
+        waiting.append((i, batches, acc.append(topic, batches)))
+        report(block=len(waiting) >= in_flight)
+    report(block=True)
+    while waiting:
+        report(block=True)
+    acc.close()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,16 @@ from proc_support import Ack, check_log, value_of
 from bench.s3_proxy import COMMIT_FILE, S3FaultProxy, commit_put, delta_log_access
 
 
+@pytest.fixture(params=["plain", "pipelined"])
+def append(request):
+    """An append of one group commit, waiting for its results: ``Log.append_batches``, or
+    ``Log.append_pipelined`` (the accumulator's path on object stores: planned on the commits before it,
+    uploaded, then its PUT once those have landed)."""
+    if request.param == "plain":
+        return lambda log, topic, batches: log.append_batches(topic, batches)
+    return lambda log, topic, batches: log.append_pipelined(topic, batches).result(timeout=60)
+
+
 @pytest.fixture
 def proxy(s3_endpoint):
     p = S3FaultProxy(s3_endpoint).start()
@@ -66,14 +76,14 @@ def high_watermark(root: StorageRoot) -> int:
 
 
 @pytest.mark.parametrize("fault", ["500", "503", "connection closed"])
-def test_failed_commit_put_is_retriable_invisible_and_retried_without_duplicates(proxy, fault):
+def test_failed_commit_put_is_retriable_invisible_and_retried_without_duplicates(append, proxy, fault):
     root = faulty_root(proxy)
     log, acks = seeded(root)
     if fault == "connection closed":
         armed = proxy.drop(commit_put)
     else:
         armed = proxy.fail(commit_put, status=int(fault))
-    err = log.append_batches("t", batch(1))[0]
+    err = append(log, "t", batch(1))[0]
     assert armed.hits and armed.done.is_set()
     assert isinstance(err, KafkaError) and err.retriable, err
     assert "t" in err.message
@@ -82,14 +92,14 @@ def test_failed_commit_put_is_retriable_invisible_and_retried_without_duplicates
     orphans = find_orphan_files(root, "t")  # the failed attempt's segment: on storage, never read
     assert len(orphans) == 1
 
-    retry = log.append_batches("t", batch(1))[0]
+    retry = append(log, "t", batch(1))[0]
     assert not isinstance(retry, KafkaError) and retry.base_offset == 2
     records = check_log(root, "t", acks + [ack_of(retry, 1)])
     assert len(records[0]) == 5  # the batch once, not twice
 
 
 @pytest.mark.parametrize("max_retries", [0, 2], ids=["no-store-retry", "store-retries"])
-def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(proxy, max_retries):
+def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(append, proxy, max_retries):
     """The PUT reaches the store, the response never comes back: the writer must find its own commit.
 
     Without object-store retries the client sees a broken connection; with them its retried PUT
@@ -100,7 +110,7 @@ def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(proxy, ma
     log, acks = seeded(root)
     producer = log.init_producer()
     lost = proxy.lose_response(commit_put)
-    res = log.append_batches("t", batch(1, producer, 0))[0]
+    res = append(log, "t", batch(1, producer, 0))[0]
     assert lost.upstream_statuses == [200]  # the store did apply the lost PUT
     puts = [t for m, t, _ in proxy.log if commit_put(m, t) and t.endswith(f"/topics/t/_delta_log/{2:020d}.json")]
     assert len(puts) == (2 if max_retries else 1)  # with store retries, the second PUT found the file (412)
@@ -108,16 +118,16 @@ def test_commit_whose_response_was_lost_is_recognised_by_its_commit_id(proxy, ma
     assert (res.base_offset, res.record_count, res.duplicate) == (2, 3, False)
     acks.append(ack_of(res, 1))
     # a retry of the same idempotent batch is answered from producer state, not written again
-    again = log.append_batches("t", batch(1, producer, 0))[0]
+    again = append(log, "t", batch(1, producer, 0))[0]
     assert again.duplicate and again.base_offset == 2
-    nxt = log.append_batches("t", batch(2, producer, 3))[0]
+    nxt = append(log, "t", batch(2, producer, 3))[0]
     assert not nxt.duplicate and nxt.base_offset == 5
     records = check_log(root, "t", acks + [ack_of(nxt, 2)])
     assert len(records[0]) == 8
     assert find_orphan_files(root, "t") == []
 
 
-def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(proxy):
+def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(append, proxy):
     """Commit landed, response lost, and the refresh that would confirm it fails too.
 
     The writer cannot know the outcome: it must answer with a retriable error and must not
@@ -128,61 +138,61 @@ def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(proxy)
     producer = log.init_producer()
     lost = proxy.lose_response(commit_put)
     blind = proxy.fail(lambda m, t: bool(lost.hits) and delta_log_access(m, t) and m != "PUT", status=503)
-    err = log.append_batches("t", batch(1, producer, 0))[0]
+    err = append(log, "t", batch(1, producer, 0))[0]
     assert lost.upstream_statuses == [200] and blind.hits
     assert isinstance(err, KafkaError) and err.retriable, err
     # the commit is live and whole: every file it references is readable
     assert high_watermark(root) == 5
     check_log(root, "t", acks + [Ack(0, 2, tuple(value_of(1, 1, 0, j) for j in range(3)))])
     # the producer retries: deduplicated, answered with the original offsets
-    retry = log.append_batches("t", batch(1, producer, 0))[0]
+    retry = append(log, "t", batch(1, producer, 0))[0]
     assert retry.duplicate and (retry.base_offset, retry.record_count) == (2, 3)
     records = check_log(root, "t", acks + [ack_of(retry, 1)])
     assert len(records[0]) == 5
 
 
-def test_stalled_commit_times_out_retriably_with_nothing_visible(proxy):
+def test_stalled_commit_times_out_retriably_with_nothing_visible(append, proxy):
     root = faulty_root(proxy)
     log, acks = seeded(root)
     stall = proxy.stall(commit_put, 60.0, then="drop")  # the store never sees it
-    err = log.append_batches("t", batch(1))[0]
+    err = append(log, "t", batch(1))[0]
     assert isinstance(err, RequestTimedOut) and err.retriable and err.code == 7, err
     assert high_watermark(root) == 2
     check_log(root, "t", acks)
     stall.release.set()
     assert stall.done.wait(30)
     assert high_watermark(root) == 2
-    retry = log.append_batches("t", batch(1))[0]
+    retry = append(log, "t", batch(1))[0]
     assert not isinstance(retry, KafkaError) and retry.base_offset == 2
     assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
 
 
-def test_stalled_commit_that_lands_after_the_timeout_is_deduplicated(proxy):
+def test_stalled_commit_that_lands_after_the_timeout_is_deduplicated(append, proxy):
     """The timed-out PUT reaches the store later and lands: it must land whole, and the retry must not duplicate."""
     root = faulty_root(proxy)
     log, acks = seeded(root)
     producer = log.init_producer()
     stall = proxy.stall(commit_put, 60.0, then="forward")
-    err = log.append_batches("t", batch(1, producer, 0))[0]
+    err = append(log, "t", batch(1, producer, 0))[0]
     assert isinstance(err, RequestTimedOut) and err.retriable, err
     assert high_watermark(root) == 2
     stall.release.set()  # now the store receives the PUT the writer gave up on
     assert stall.done.wait(30) and stall.upstream_statuses == [200]  # it landed after all
     assert high_watermark(root) == 5
     check_log(root, "t", acks + [Ack(0, 2, tuple(value_of(1, 1, 0, j) for j in range(3)))])
-    retry = log.append_batches("t", batch(1, producer, 0))[0]
+    retry = append(log, "t", batch(1, producer, 0))[0]
     assert retry.duplicate and (retry.base_offset, retry.record_count) == (2, 3)
     assert len(check_log(root, "t", acks + [ack_of(retry, 1)])[0]) == 5
 
 
-def test_retry_that_overtakes_a_stalled_commit_wins_and_the_late_put_is_refused(proxy):
+def test_retry_that_overtakes_a_stalled_commit_wins_and_the_late_put_is_refused(append, proxy):
     root = faulty_root(proxy)
     log, acks = seeded(root)
     producer = log.init_producer()
     stall = proxy.stall(commit_put, 60.0, then="forward")
-    err = log.append_batches("t", batch(1, producer, 0))[0]
+    err = append(log, "t", batch(1, producer, 0))[0]
     assert isinstance(err, RequestTimedOut), err
-    retry = log.append_batches("t", batch(1, producer, 0))[0]  # before the stalled PUT reaches the store
+    retry = append(log, "t", batch(1, producer, 0))[0]  # before the stalled PUT reaches the store
     assert not isinstance(retry, KafkaError) and not retry.duplicate and retry.base_offset == 2
     stall.release.set()
     assert stall.done.wait(30) and stall.upstream_statuses == [412]  # put-if-absent refused the late one
@@ -198,7 +208,7 @@ def segment_put(method: str, path: str) -> bool:
     return method == "PUT" and bool(SEGMENT.search(path.split("?")[0]))
 
 
-def test_each_segment_is_one_put_and_a_commit_uploads_its_partitions_at_once(proxy):
+def test_each_segment_is_one_put_and_a_commit_uploads_its_partitions_at_once(append, proxy):
     """A segment on S3 is a single PUT (no multipart upload, no HEAD for its size), and a commit that spans
     partitions uploads them side by side: both uploads are in flight before either answers."""
     root = faulty_root(proxy)
@@ -208,7 +218,7 @@ def test_each_segment_is_one_put_and_a_commit_uploads_its_partitions_at_once(pro
               for p in (0, 1)]
     done: list = []
     batches = [PartitionBatch(p, normalize_records([{"value": value_of(1, p, 0, 0)}])) for p in (0, 1)]
-    writer = threading.Thread(target=lambda: done.append(log.append_batches("t", batches)))
+    writer = threading.Thread(target=lambda: done.append(append(log, "t", batches)))
     writer.start()
     try:
         deadline = time.monotonic() + 20
@@ -225,13 +235,13 @@ def test_each_segment_is_one_put_and_a_commit_uploads_its_partitions_at_once(pro
 
 
 @pytest.mark.parametrize("fault", ["503", "connection closed"])
-def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_committed(proxy, fault):
+def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_committed(append, proxy, fault):
     root = faulty_root(proxy)
     log, acks = seeded(root)
     failing = (proxy.drop(lambda m, t: segment_put(m, t) and "/partition=1/" in t) if fault == "connection closed"
                else proxy.fail(lambda m, t: segment_put(m, t) and "/partition=1/" in t, status=503))
     batches = [PartitionBatch(p, normalize_records([{"value": value_of(1, p, 0, 0)}])) for p in (0, 1)]
-    results = log.append_batches("t", batches)
+    results = append(log, "t", batches)
     assert failing.hits
     for r in results:  # all or nothing: partition 0's upload succeeded, but its records are not committed
         assert isinstance(r, KafkaError) and r.retriable and r.name == "KAFKA_STORAGE_ERROR", r
@@ -239,8 +249,68 @@ def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_c
     assert high_watermark(root) == 2
     check_log(root, "t", acks)
     assert find_orphan_files(root, "t") == []  # partition 0's uploaded segment was removed again
-    retry = log.append_batches("t", batches)
+    retry = append(log, "t", batches)
     assert [r.base_offset for r in retry] == [2, 0]
+
+
+def wait_for(predicate, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert predicate(), what
+
+
+def test_pipelined_groups_upload_while_the_commits_before_them_are_in_flight(proxy):
+    """Later groups' offsets are planned on top of the commits still in flight and their segments upload at
+    once; their PUTs wait for the commits before them, so commits land in order with consecutive offsets."""
+    root = faulty_root(proxy, max_retries=0)
+    root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
+    log, acks = seeded(root)
+    producer = log.init_producer()
+    stall = proxy.stall(commit_put, 60.0, then="forward")
+    first = log.append_pipelined("t", batch(1, producer, 0))
+    wait_for(lambda: stall.hits, "the first commit's PUT")
+    proxy.log.clear()
+    later = [log.append_pipelined("t", batch(i, producer, 3 * (i - 1))) for i in (2, 3)]
+    wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 2, "the later groups' segment uploads")
+    assert not any(commit_put(m, t) for m, t, _ in proxy.log)  # their PUTs wait for the held commit
+    assert not first.done() and not any(f.done() for f in later)
+    stall.release.set()
+    results = [f.result(timeout=30)[0] for f in (first, *later)]
+    assert [r.base_offset for r in results] == [2, 5, 8] and not any(r.duplicate for r in results)
+    check_log(root, "t", acks + [ack_of(r, i) for i, r in enumerate(results, 1)])
+    assert find_orphan_files(root, "t") == []
+
+
+@pytest.mark.parametrize("then", ["drop", "fail"])
+def test_groups_planned_on_a_commit_that_fails_are_appended_again_from_scratch(proxy, then):
+    """The commit in flight fails (its connection drops, or the store answers 500: an unknown outcome, and the
+    commit is not in the log): the groups planned on top of it must not land on their offsets. They are
+    appended again, in order, on what did land; the failed group gets a retriable error and its retry is no
+    duplicate."""
+    root = faulty_root(proxy, max_retries=0)
+    root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
+    log, acks = seeded(root)
+    stall = proxy.stall(commit_put, 60.0, then=then)
+    first = log.append_pipelined("t", batch(1))
+    wait_for(lambda: stall.hits, "the first commit's PUT")
+    proxy.log.clear()
+    later = [log.append_pipelined("t", batch(i)) for i in (2, 3)]
+    wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 2, "the later groups' segment uploads")
+    stall.release.set()
+    r1 = first.result(timeout=60)[0]
+    r2, r3 = (f.result(timeout=60)[0] for f in later)
+    assert isinstance(r1, KafkaError) and r1.retriable, r1
+    # on what landed, not on the failed group
+    assert not isinstance(r2, KafkaError) and not isinstance(r3, KafkaError), (r2, r3)
+    assert (r2.base_offset, r3.base_offset) == (2, 5)
+    assert high_watermark(root) == 8
+    check_log(root, "t", acks + [ack_of(r2, 2), ack_of(r3, 3)])
+    retry = log.append_pipelined("t", batch(1)).result(timeout=60)[0]
+    assert retry.base_offset == 8 and not retry.duplicate
+    assert len(check_log(root, "t", acks + [ack_of(r2, 2), ack_of(r3, 3), ack_of(retry, 1)])[0]) == 11
+    # the failed commit's segment stays (its PUT might still land); the replayed groups' first ones are gone
+    assert len(find_orphan_files(root, "t")) == 1
 
 
 def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):

@@ -13,6 +13,12 @@ store a commit costs about two round trips whatever it carries, so
 When ``buffer.memory`` bytes are pending, :meth:`append` fails fast with the
 retriable ``THROTTLING_QUOTA_EXCEEDED`` instead of blocking or dropping data.
 
+With ``append_pipelined`` (:meth:`lakelog.log.Log.append_pipelined`, which
+object stores use), the sender hands a group over once its segments are
+uploaded and the group before it has landed, and takes the next group while
+that group's commit PUT is in flight; its appends resolve when the PUT is
+concluded, in commit order.
+
 Thread-safe: :meth:`append` may be called from any thread and returns a
 ``concurrent.futures.Future``; one sender thread per topic does all blocking
 I/O (so asyncio callers wrap the future and never block their loop).
@@ -20,6 +26,7 @@ I/O (so asyncio callers wrap the future and never block their loop).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -32,6 +39,8 @@ from lakelog.writer.committer import AppendResult, PartitionBatch
 # One Delta commit of a topic's batches, one result per batch (``Log.append_batches``). The accumulator takes the
 # function rather than the Log so that the writer package does not import the facade that builds on it.
 AppendBatches = Callable[[str, list[PartitionBatch]], "list[AppendResult | KafkaError]"]
+# The same, returning once the commit is under way: a future of its results (``Log.append_pipelined``).
+AppendPipelined = Callable[[str, list[PartitionBatch]], "Future[list[AppendResult | KafkaError]]"]
 
 DEFAULT_LINGER_MS = 5
 DEFAULT_BATCH_SIZE = 1 << 20
@@ -51,8 +60,10 @@ class RecordAccumulator:
 
     def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
                  buffer_memory: int = DEFAULT_BUFFER_MEMORY, max_commit_bytes: int | None = None,
-                 on_commit: Callable[[str, int, int, float], None] | None = None) -> None:
+                 on_commit: Callable[[str, int, int, float], None] | None = None,
+                 append_pipelined: AppendPipelined | None = None) -> None:
         self.append_batches = append_batches
+        self.append_pipelined = append_pipelined
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
         self.max_commit_bytes = max_commit_bytes if max_commit_bytes is not None else 4 * batch_size
@@ -117,30 +128,48 @@ class RecordAccumulator:
                     q.ready.wait(1.0)
 
     def _run(self, topic: str, q: _TopicQueue) -> None:
+        last: Future | None = None  # the latest group's results: the sender stops only once it is concluded
         while True:
             taken = self._take(q)
             if taken is None:
+                if last is not None:
+                    last.exception()
                 return
             flat = [b for batches, _, _, _ in taken for b in batches]
             started = time.monotonic()
             try:
-                results = self.append_batches(topic, flat)
+                if self.append_pipelined is not None:
+                    outcome = self.append_pipelined(topic, flat)
+                else:
+                    outcome = Future()
+                    outcome.set_result(self.append_batches(topic, flat))
             except KafkaError as e:
-                results = [e] * len(flat)
+                outcome = Future()
+                outcome.set_result([e] * len(flat))
             except Exception as e:  # never let the sender die with futures unresolved
-                results = [KafkaStorageError(f"append to {topic} failed: {e}")] * len(flat)
-            elapsed = time.monotonic() - started
-            i = 0
-            for batches, fut, _, _ in taken:
-                fut.set_result(results[i:i + len(batches)])
-                i += len(batches)
-            taken_bytes = sum(item[3] for item in taken)
-            with self._lock:
-                self._buffered -= taken_bytes
-                self._drained.notify_all()
-            if self.on_commit is not None:
-                ok = [r for r in results if isinstance(r, AppendResult) and not r.duplicate]
-                self.on_commit(topic, sum(r.record_count for r in ok), taken_bytes, elapsed)
+                outcome = Future()
+                outcome.set_result([KafkaStorageError(f"append to {topic} failed: {e}")] * len(flat))
+            outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
+            last = outcome
+
+    def _deliver(self, topic: str, taken: list, started: float, count: int, outcome: Future) -> None:
+        """Resolve a group's appends with its commit's results (on whichever thread concluded the commit)."""
+        try:
+            results = outcome.result()
+        except Exception as e:
+            results = [KafkaStorageError(f"append to {topic} failed: {e}")] * count
+        elapsed = time.monotonic() - started
+        i = 0
+        for batches, fut, _, _ in taken:
+            fut.set_result(results[i:i + len(batches)])
+            i += len(batches)
+        taken_bytes = sum(item[3] for item in taken)
+        with self._lock:
+            self._buffered -= taken_bytes
+            self._drained.notify_all()
+        if self.on_commit is not None:
+            ok = [r for r in results if isinstance(r, AppendResult) and not r.duplicate]
+            self.on_commit(topic, sum(r.record_count for r in ok), taken_bytes, elapsed)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything appended so far is committed (or failed)."""

@@ -18,8 +18,14 @@ The commit file is written directly (:meth:`Committer._commit_direct`), put-if-a
 or S3, with the actions and conflict rule delta-rs would use, and applied to our snapshot from what we
 wrote; delta-rs commits only for a table whose protocol asks more of a writer.
 
-Not thread-safe: one thread at a time (the accumulator's sender, or callers
-serialised by :class:`~lakelog.log.Log`).
+On an object store the accumulator pipelines group commits (:meth:`Committer.stage`): each group's offsets
+are planned on top of the groups staged before it and its segments upload at once, while earlier groups'
+uploads and commit PUTs are in flight. Commits stay strictly ordered -- a group's PUT starts only once the
+one before it has landed -- and a group planned on a commit that did not land is appended again from
+scratch, so no acknowledgement depends on a commit that failed.
+
+Not thread-safe: callers hold the topic's lock (the one :class:`~lakelog.log.Log` passes in), and so do the
+callbacks that move the pipeline on when an upload or a PUT finishes.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ import re
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +54,7 @@ from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_
                                        retry_listing_gaps)
 from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
-from lakelog.storage.producer_state import BatchMetadata, last_sequence
+from lakelog.storage.producer_state import AppendInfo, BatchMetadata, last_sequence
 from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
@@ -67,8 +74,15 @@ PERSIST_EVERY = 64
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
+# On object stores: a checkpoint at most this often per topic (delta-rs replays the log tail and rewrites the table
+# state: about a second of GETs and CPU that would otherwise recur every 100 commits, i.e. every few seconds under
+# load), and the writer's delta-rs handle catching up every CATCH_UP_EVERY commits so that it never replays 100.
+CHECKPOINT_MIN_INTERVAL_S = 10.0
+CATCH_UP_EVERY = 10
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
+COMMIT_THREADS = 8  # pipelined commit PUTs in flight at once, over all topics (at most one per topic)
+PIPELINE_DEPTH = 4  # group commits staged (uploading, or waiting for the one before them) per topic
 BACKGROUND_NICE = 10  # checkpoints and index storage run at this niceness (Linux: per thread)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
 
@@ -129,11 +143,57 @@ class AppendResult:
         return self.base_offset + self.record_count - 1
 
 
+@dataclass(eq=False)
+class StagedGroup:
+    """A group commit planned on top of the group staged before it (``after``), its segments uploading.
+
+    Consecutive uploaded groups go out together as one Delta commit (:class:`Launch`); ``future`` resolves
+    with one result per batch once that commit is concluded.
+    """
+    batches: list[PartitionBatch]
+    results: list
+    plan: dict[int, list[tuple[int, int]]]
+    acked: dict[int, AppendResult]
+    leo: dict[int, int]  # every partition's log end once this group and the ones before it land
+    info: AppendInfo  # producer state with this group's batches (and those before it) recorded
+    producer_rows: list
+    base: int  # with no ``after``: the snapshot version it was planned on
+    txns: dict[str, int]
+    after: "StagedGroup | None"
+    uploads: list[Future] = field(default_factory=list)
+    adds: list = field(default_factory=list)
+    version: int = -1  # the version of the commit it went out in
+    landed: bool = False
+    future: Future = field(default_factory=Future)
+
+    def uploaded(self) -> OSError | None:
+        """Collect the finished uploads' add actions; the first failure, if any."""
+        failure = None
+        for f in self.uploads:
+            try:
+                self.adds.append(f.result())
+            except OSError as e:
+                failure = failure or e
+        return failure
+
+
+@dataclass(eq=False)
+class Launch:
+    """One commit PUT in flight, carrying consecutive staged groups."""
+    groups: list[StagedGroup]
+    commit_id: str
+    version: int
+    added: list
+    txns: dict[str, int]
+    info: dict
+    put: Future
+
+
 class Committer:
     """Appends batches to one topic table with offset fencing and idempotence."""
 
     def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
-                 node_id: int | None = None, describe_node=None) -> None:
+                 node_id: int | None = None, describe_node=None, lock: threading.Lock | None = None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -158,11 +218,20 @@ class Committer:
         self._direct = DIRECT_COMMITS and _direct_commits_supported(self._dt)
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
+        self._checkpointed = (-1, 0.0)  # (version, monotonic time) of this writer's last checkpoint
+        self._catch_up_due = False  # the delta-rs handle should read the commits since it last did
+        self._lock = lock  # the topic's lock: pipeline callbacks take it
+        self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
+        self._flight: Launch | None = None  # the commit PUT in flight
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
     def refresh(self) -> None:
         """Catch up with every commit made since our snapshot (ours and other writers')."""
+        self.drain()  # our pipelined commits are applied from what we wrote, not read back
+        self._refresh()
+
+    def _refresh(self) -> None:
         # Stale until handle and snapshot agree: committing through a handle newer than the
         # snapshot would skip delta-rs's conflict check against the commits in between.
         self._stale = True
@@ -176,6 +245,7 @@ class Committer:
 
     def close(self) -> None:
         """Let a running checkpoint or index store finish, then persist the index as it is now."""
+        self.drain()
         if self._maintainer is not None:
             self._maintainer.join()
         self.persist()
@@ -199,11 +269,13 @@ class Committer:
         Errors of one batch (bad input, sequence, epoch) fail only that batch;
         the others commit.  A batch is acknowledged only once its commit succeeded.
         """
-        from deltalake.exceptions import CommitFailedError
+        self.drain()
+        return self._append(batches)
 
+    def _append(self, batches: list[PartitionBatch]) -> list[AppendResult | KafkaError]:
         if self._stale:
             try:
-                self.refresh()
+                self._refresh()
             except Exception as e:
                 return [KafkaStorageError(f"refreshing {self.topic}: {e}")] * len(batches)
         results: list[AppendResult | KafkaError | None] = [None] * len(batches)
@@ -224,7 +296,7 @@ class Committer:
                 static_ok = self._validate_static(batches, results, [i for i in static_ok if results[i] is None])
                 snap, validated = self.snapshot, self.snapshot.configuration
             pending = [i for i in static_ok if results[i] is None]
-            plan, producer_rows, early = self._prepare(batches, pending)
+            plan, producer_rows, early, _, _ = self._prepare(batches, pending)
             if not rechecked and any(isinstance(r, _STATE_ERRORS) for r in early.values()):
                 # our view of producer state may predate another writer's commit: look again once
                 rechecked = True
@@ -268,6 +340,157 @@ class Committer:
         return self._fail_pending(results, plan, NotLeaderOrFollower(
             f"gave up appending to {self.topic} partitions {sorted(plan)} after {MAX_ATTEMPTS} commit conflicts"))
 
+    # -- pipelined commits (object stores) ---------------------------------------------------------------
+    def stage(self, batches: list[PartitionBatch]) -> StagedGroup | None:
+        """Plan ``batches`` on top of the groups staged before them and start uploading their segments; None
+        when they must take the plain path (:meth:`append`): a local root, a topic not committed directly, a
+        stale snapshot, transactions, state errors to look at again, nothing to write.
+
+        When no commit PUT is in flight, every staged group whose uploads are done, in order, goes out in one
+        commit; its ``future`` resolves when that commit is concluded. Uploads and PUTs move the pipeline on
+        from their own threads, under the topic's lock (:meth:`_advance`).
+        """
+        after = self._pipeline[-1] if self._pipeline else self._flight.groups[-1] if self._flight else None
+        if (self.root.is_local or not self._direct or self._stale or self._lock is None
+                or any(b.transaction is not None or not 0 <= b.partition < self.snapshot.partition_count
+                       for b in batches)):
+            return None
+        snap = self.snapshot
+        if self._fenced_by_delete(snap) is not None:
+            return None
+        results: list[AppendResult | KafkaError | None] = [None] * len(batches)
+        static_ok = self._validate_static(batches, results, range(len(batches)))
+        plan, producer_rows, early, info, leo = self._prepare(batches, static_ok, after)
+        if not plan or any(isinstance(r, _STATE_ERRORS) for r in early.values()):
+            return None  # (a duplicate may be of a group still in flight: answer it once that has landed)
+        for i, r in early.items():
+            results[i] = r
+        append_time = int(time.time() * 1000)
+        acked = {i: AppendResult(partition, base, batches[i].records.num_rows,
+                                 append_time if snap.config.log_append_time else -1)
+                 for partition, items in plan.items() for i, base in items}
+        txns = {leo_app(p): leo[p] for p in plan}
+        if self.node_id is not None:  # our leases again, unchanged: a takeover since then conflicts with us
+            txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan if self._holds_lease(snap, p)})
+        staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, after)
+        self._pipeline.append(staged)
+        for p, items in plan.items():
+            upload = _uploads().submit(write_segment, self.root, self.topic, p,
+                                       self._segment_table(batches, items, snap, append_time))
+            staged.uploads.append(upload)
+            upload.add_done_callback(self._nudge_later)
+        return staged
+
+    def backlog(self, depth: int) -> Future | None:
+        """The future of the group ``depth`` places back among those not yet sent, if there are that many: a
+        sender waits for it (without the lock) before staging more."""
+        return self._pipeline[-depth].future if len(self._pipeline) >= depth else None
+
+    def _nudge_later(self, _=None) -> None:
+        # Not on the finished upload's or PUT's thread: blocking those on the topic's lock could leave none
+        # free for the uploads that its holder (drain) waits for.
+        _pipeline_moves().submit(self._nudge)
+
+    def _nudge(self) -> None:
+        with self._lock:
+            self._advance()
+
+    def _advance(self) -> None:
+        """Move the pipeline on as far as it is ready, without waiting: conclude the commit in flight once its
+        PUT has answered; then send every staged group whose uploads are done, in order, in one commit."""
+        while True:
+            if self._flight is not None:
+                if not self._flight.put.done():
+                    return
+                flight, self._flight = self._flight, None
+                self._conclude(flight)
+            ready = []
+            for g in self._pipeline:
+                if not all(f.done() for f in g.uploads):
+                    break
+                ready.append(g)
+            if not ready:
+                return
+            for _ in ready:
+                self._pipeline.popleft()
+            self._launch(ready)
+
+    def drain(self) -> None:
+        """Conclude every staged group, in order, waiting for their uploads and PUTs (lock held)."""
+        while self._flight is not None or self._pipeline:
+            waits = [self._flight.put] if self._flight is not None else self._pipeline[0].uploads
+            for f in waits:
+                try:
+                    f.exception()
+                except Exception:  # a cancelled future: _advance reports it
+                    pass
+            self._advance()
+
+    def _launch(self, groups: list[StagedGroup]) -> None:
+        """Send ``groups`` (uploaded, consecutive) in one commit PUT; or, when what the first was planned on
+        did not land as planned, or an upload failed, resolve them now: a failed group with a storage error,
+        the others appended again, in order, the plain way, on what did land."""
+        failures = [g.uploaded() for g in groups]
+        after, base = groups[0].after, groups[0].base
+        if after is not None:
+            base = after.version if after.landed else -2
+        if self._stale or self.snapshot.version != base or any(failures):
+            for g, failure in zip(groups, failures):
+                delete_quietly(self.root, self.topic, [a.path for a in g.adds])
+                if failure is not None:
+                    log.warning("writing segments of %s failed: %s", self.topic, failure)
+                    g.future.set_result(self._fail_pending(g.results, g.plan, storage_error(failure)))
+                else:
+                    g.future.set_result(self._append(g.batches))
+            return
+        commit_id = uuid.uuid4().hex
+        txns: dict[str, int] = {}
+        for g in groups:
+            txns.update(g.txns)  # a later group's log end is the partition's
+        meta = _commit_meta([row for g in groups for row in g.producer_rows], commit_id)
+        body, added, info = _commit_body([a for g in groups for a in g.adds], txns, meta)
+        version = self.snapshot.version + 1
+        put = _commits().submit(put_if_absent, self.root, commit_path(f"topics/{self.topic}", version), body,
+                                fsync=False)
+        self._flight = Launch(groups, commit_id, version, added, txns, info, put)
+        groups[0].after = None  # concluded: let it go
+        put.add_done_callback(self._nudge_later)
+
+    def _conclude(self, flight: Launch) -> None:
+        """Apply a commit whose PUT has answered to the snapshot and resolve its groups, as
+        :meth:`_commit_direct` would: a conflict is looked up by commit id, an unknown outcome too."""
+        error = flight.put.exception()
+        if error is None:
+            landed = True
+            try:
+                self.snapshot.apply(Commit(flight.version, adds=flight.added, txns=flight.txns,
+                                           commit_info=flight.info))
+            except Exception as e:  # committed all the same; re-read it from the log before the next append
+                log.warning("applying our commit %d of %s failed: %s", flight.version, self.topic, e)
+                self._stale = True
+            else:
+                self._after_direct_commit(flight.version)
+            outcome = True
+        elif isinstance(error, CommitConflict):  # the version is taken -- perhaps by our own PUT, retried by the store
+            outcome = self._refresh_or(None)
+            if outcome is None and flight.commit_id not in self.snapshot.recent_commit_ids:
+                # another writer's commit: nothing of ours landed; append the plain way on what did
+                for g in flight.groups:
+                    delete_quietly(self.root, self.topic, [a.path for a in g.adds])
+                    g.future.set_result(self._append(g.batches))
+                return
+            outcome = outcome or True
+            landed = self.snapshot.version == flight.version
+        else:  # the PUT's outcome is unknown: look for it by its commit id
+            outcome = self._unknown_outcome(error, flight.commit_id)
+            landed = self.snapshot.version == flight.version
+        for g in flight.groups:
+            if outcome is True:
+                g.version, g.landed = flight.version, landed and not self._stale
+                g.future.set_result(self._acknowledge(g.results, g.acked))
+            else:  # it may still land: its files stay (orphans are never read)
+                g.future.set_result(self._fail_pending(g.results, g.plan, outcome))
+
     def _fenced_by_delete(self, snap: TopicSnapshot) -> KafkaError | None:
         """Kafka's answer to a writer whose topic was deleted (and perhaps recreated) since it started."""
         if snap.deleted:
@@ -301,12 +524,13 @@ class Committer:
                 results[i] = e
         return ok
 
-    def _prepare(self, batches, pending):
-        """Validate producer state and assign offsets against the current snapshot."""
+    def _prepare(self, batches, pending, after: StagedGroup | None = None):
+        """Validate producer state and assign offsets against the current snapshot, or on top of ``after``
+        (a commit in flight): its producer state and log end offsets."""
         snap = self.snapshot
-        info = snap.producers.begin()
+        info = after.info if after is not None else snap.producers.begin()
         plan: dict[int, list[tuple[int, int]]] = {}
-        leo: dict[int, int] = {}
+        leo: dict[int, int] = dict(after.leo) if after is not None else {}
         producer_rows: list[list[int]] = []
         dups: dict[int, AppendResult | KafkaError] = {}
         now = int(time.time() * 1000)
@@ -350,7 +574,7 @@ class Committer:
                                      last_sequence(b.base_sequence, n), base, base + n - 1, now)
                 info.record(meta)
                 producer_rows.append(meta.to_row())
-        return plan, producer_rows, dups
+        return plan, producer_rows, dups, info, leo
 
     def _holds_lease(self, snap: TopicSnapshot, partition: int) -> bool:
         lease = unpack(snap.txn(lease_app(partition)))
@@ -395,9 +619,7 @@ class Committer:
         from deltalake import CommitProperties, Transaction
         from deltalake.exceptions import CommitFailedError
 
-        meta = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
-        if producer_rows:
-            meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
+        meta = _commit_meta(producer_rows, commit_id)
         if self._direct:
             return self._commit_direct(adds, txns, meta)
         props = CommitProperties(
@@ -414,7 +636,7 @@ class Committer:
         except Exception as e:  # the outcome is unknown: the commit may have landed
             return self._unknown_outcome(e, commit_id)
         try:
-            self.refresh()
+            self._refresh()
         except Exception as e:  # committed; catch up before the next append
             log.warning("refresh of %s after a commit failed: %s", self.topic, e)
             self._stale = True
@@ -431,15 +653,7 @@ class Committer:
         (None).  On success our own commit is applied to the snapshot from what we
         wrote: nothing is re-read, and no delta-rs snapshot is rebuilt.
         """
-        now = int(time.time() * 1000)
-        info = {"timestamp": now, "operation": "WRITE",
-                "operationParameters": {"mode": "Append", "partitionBy": json.dumps([PARTITION_COLUMN])},
-                "engineInfo": ENGINE, "clientVersion": ENGINE, "isBlindAppend": True, **meta}
-        added = [{"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
-                  "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
-                 for a in adds]
-        body = encode_actions([{"commitInfo": info}, *({"add": a} for a in added),
-                               *({"txn": {"appId": app, "version": v, "lastUpdated": now}} for app, v in txns.items())])
+        body, added, info = _commit_body(adds, txns, meta)
         table_path = self.root.path_for("topics", self.topic)
         for _ in range(MAX_COMMIT_RETRIES):
             version = self.snapshot.version + 1
@@ -517,8 +731,16 @@ class Committer:
     def _after_direct_commit(self, version: int) -> None:
         """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-        if version % interval == 0:
+        now = time.monotonic()
+        last_version, last_time = self._checkpointed
+        # Delta's rule (every interval-th version) until this writer checkpoints, then interval versions on
+        due = version % interval == 0 if last_version < 0 else version - last_version >= interval
+        min_s = 0.0 if self.root.is_local else CHECKPOINT_MIN_INTERVAL_S
+        if due and now - last_time >= min_s:
             self._checkpoint_due = version
+            self._checkpointed = (version, now)
+        elif not self.root.is_local and version % CATCH_UP_EVERY == 0:
+            self._catch_up_due = True
         self._start_maintenance()
 
     def _start_maintenance(self) -> None:
@@ -531,18 +753,24 @@ class Committer:
         if self._maintainer is not None and self._maintainer.is_alive():
             return
         checkpoint, self._checkpoint_due = self._checkpoint_due, None
+        catch_up, self._catch_up_due = self._catch_up_due, False
         index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
             self._persisted_version = self.snapshot.version
-        if checkpoint is not None or index:
+        if checkpoint is not None or index or catch_up:
             # Not a daemon thread, so the interpreter lets a started checkpoint finish before it exits.
-            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index),
+            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index, catch_up),
                                                 name=f"lakelog-maintain-{self.topic}")
             self._maintainer.start()
 
-    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None) -> None:
+    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None, catch_up: bool) -> None:
         _lower_thread_priority()  # a checkpoint's CPU must not delay the appends acknowledged meanwhile
+        if catch_up and checkpoint is None:
+            try:
+                retry_listing_gaps(self._dt.update_incremental)
+            except Exception as e:  # the checkpoint catches up instead
+                log.debug("catching up %s's delta-rs handle failed: %s", self.topic, _describe(e))
         if index is not None:
             self._store_index(*index)
         if checkpoint is not None:
@@ -559,7 +787,7 @@ class Committer:
 
     def _refresh_or(self, outcome):
         try:
-            self.refresh()
+            self._refresh()
         except Exception as e:
             return KafkaStorageError(f"refreshing {self.topic} after a commit: {e}")
         return outcome
@@ -569,6 +797,39 @@ class Committer:
             for i, _ in items:
                 results[i] = error
         return results
+
+
+def _commit_meta(producer_rows, commit_id: str) -> dict[str, str]:
+    meta = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
+    if producer_rows:
+        meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
+    return meta
+
+
+def _commit_body(adds, txns: dict[str, int], meta: dict[str, str]) -> tuple[bytes, list[dict], dict]:
+    """An append's commit file -- the actions delta-rs would write -- with its add actions and commitInfo."""
+    now = int(time.time() * 1000)
+    info = {"timestamp": now, "operation": "WRITE",
+            "operationParameters": {"mode": "Append", "partitionBy": json.dumps([PARTITION_COLUMN])},
+            "engineInfo": ENGINE, "clientVersion": ENGINE, "isBlindAppend": True, **meta}
+    added = [{"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
+              "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
+             for a in adds]
+    body = encode_actions([{"commitInfo": info}, *({"add": a} for a in added),
+                           *({"txn": {"appId": app, "version": v, "lastUpdated": now}} for app, v in txns.items())])
+    return body, added, info
+
+
+@functools.cache
+def _pipeline_moves():
+    """The threads that move pipelines on after an upload or a PUT finished (they wait for topics' locks)."""
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-pipeline")
+
+
+@functools.cache
+def _commits():
+    """The threads that make pipelined commits' PUTs (shared by all topics; one in flight per topic)."""
+    return ThreadPoolExecutor(max_workers=COMMIT_THREADS, thread_name_prefix="lakelog-commit")
 
 
 @functools.cache
