@@ -14,6 +14,7 @@ commit protocol fences them (see :mod:`lakelog.writer.committer`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -37,7 +38,7 @@ from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
                                             lso_app)
 from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, RecordAccumulator
-from lakelog.writer.committer import PIPELINE_DEPTH, AppendResult, Committer, PartitionBatch
+from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
 from lakelog.writer.segment_writer import delete_quietly
 
@@ -200,10 +201,9 @@ class Log:
 
     def append_pipelined(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
         """:meth:`append_batches`, pipelined on object stores: returns once ``batches`` are planned on top of the
-        commits staged before them and their segments are uploading; the future resolves when their commit has
-        landed (or failed), in commit order. At most ``PIPELINE_DEPTH`` commits of a topic are staged at once:
-        beyond that this waits. Elsewhere (local roots, transactions, anything unusual) it is
-        :meth:`append_batches` with a resolved future."""
+        groups staged before them and their segments are uploaded, while commits before them may still be in
+        flight; the future resolves when their commit has landed (or failed), in commit order. Elsewhere (local
+        roots, transactions, anything unusual) it is :meth:`append_batches` with a resolved future."""
         lock, _ = self._committer(topic)
         with lock:
             committer = self._open_committer(topic, lock)
@@ -212,9 +212,10 @@ class Log:
                 done: Future = Future()
                 done.set_result(self._append_locked(topic, lock, batches))
                 return done
-            backlog = committer.backlog(PIPELINE_DEPTH + 1)
-        if backlog is not None:
-            backlog.exception()  # without the lock: the pipeline moves on under it
+        # Without the lock (the pipeline moves on under it): the next group gathers while this one uploads, so
+        # groups -- and the segments they write -- grow with the load, as they do while a plain commit runs.
+        for upload in staged.uploads:
+            upload.exception()
         return staged.future
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
@@ -242,7 +243,10 @@ class Log:
         it costs about two round trips whatever its size, so its size, not its count, sets the throughput."""
         if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
             kwargs["max_commit_bytes"] = kwargs.get("buffer_memory", DEFAULT_BUFFER_MEMORY) // 2
-        return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined, **kwargs)
+        # LAKELOG_PIPELINE_COMMITS=0: one group commit at a time (fewer, larger objects; see docs/storage.md)
+        pipelined = os.environ.get("LAKELOG_PIPELINE_COMMITS", "1") != "0"
+        return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined if pipelined else None,
+                                 **kwargs)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Kafka's DeleteRecords: move the log start offset up to ``before_offset``; returns the new one.

@@ -37,3 +37,32 @@ def test_object_store_commits_may_carry_half_the_buffer_local_ones_four_batches(
     finally:
         local.close()
         s3.close()
+
+
+def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoint, monkeypatch):
+    """Through the accumulator on S3, groups are staged on top of each other while earlier commits are in
+    flight; every batch lands once, in order. With LAKELOG_PIPELINE_COMMITS=0 the accumulator commits one group
+    at a time."""
+    import uuid
+
+    from s3_server import BUCKET, s3_options
+
+    log = Log(f"s3://{BUCKET}/{uuid.uuid4().hex}", storage_options=s3_options(s3_endpoint))
+    log.create_topic("t", 4)
+    commits: list[int] = []
+    acc = log.accumulator(linger_ms=1, batch_size=2_000,
+                          on_commit=lambda topic, records, size, seconds: commits.append(records))
+    assert acc.append_pipelined is not None
+    batch = normalize_records(pa.table({"value": [b"x" * 100] * 10}))
+    futures = [acc.append("t", [PartitionBatch(i % 4, batch)]) for i in range(200)]
+    results = [f.result(60)[0] for f in futures]
+    acc.close()
+    for p in range(4):
+        assert [r.base_offset for r in results[p::4]] == list(range(0, 500, 10))  # every batch once, in order
+    assert sum(commits) == 2_000
+    monkeypatch.setenv("LAKELOG_PIPELINE_COMMITS", "0")
+    plain = log.accumulator()
+    try:
+        assert plain.append_pipelined is None
+    finally:
+        plain.close()

@@ -275,9 +275,11 @@ def test_pipelined_groups_upload_while_the_commits_before_them_are_in_flight(pro
     wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 2, "the later groups' segment uploads")
     assert not any(commit_put(m, t) for m, t, _ in proxy.log)  # their PUTs wait for the held commit
     assert not first.done() and not any(f.done() for f in later)
+    before = log.snapshot("t").version
     stall.release.set()
     results = [f.result(timeout=30)[0] for f in (first, *later)]
     assert [r.base_offset for r in results] == [2, 5, 8] and not any(r.duplicate for r in results)
+    assert log.snapshot("t").version == before + 2  # the two groups uploaded meanwhile went out in one commit
     check_log(root, "t", acks + [ack_of(r, i) for i, r in enumerate(results, 1)])
     assert find_orphan_files(root, "t") == []
 

@@ -82,7 +82,6 @@ CATCH_UP_EVERY = 10
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 COMMIT_THREADS = 8  # pipelined commit PUTs in flight at once, over all topics (at most one per topic)
-PIPELINE_DEPTH = 4  # group commits staged (uploading, or waiting for the one before them) per topic
 BACKGROUND_NICE = 10  # checkpoints and index storage run at this niceness (Linux: per thread)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
 
@@ -223,6 +222,8 @@ class Committer:
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
+        self._nudge_guard = threading.Lock()
+        self._nudge_queued = False
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
@@ -374,24 +375,28 @@ class Committer:
             txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan if self._holds_lease(snap, p)})
         staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, after)
         self._pipeline.append(staged)
-        for p, items in plan.items():
-            upload = _uploads().submit(write_segment, self.root, self.topic, p,
-                                       self._segment_table(batches, items, snap, append_time))
+        for p, items in plan.items():  # each segment is built on its upload's thread, not under the lock
+            upload = _uploads().submit(self._write_segment, p, batches, items, snap, append_time)
             staged.uploads.append(upload)
             upload.add_done_callback(self._nudge_later)
         return staged
 
-    def backlog(self, depth: int) -> Future | None:
-        """The future of the group ``depth`` places back among those not yet sent, if there are that many: a
-        sender waits for it (without the lock) before staging more."""
-        return self._pipeline[-depth].future if len(self._pipeline) >= depth else None
+    def _write_segment(self, partition: int, batches, items, snap: TopicSnapshot, append_time: int):
+        return write_segment(self.root, self.topic, partition, self._segment_table(batches, items, snap, append_time))
 
     def _nudge_later(self, _=None) -> None:
         # Not on the finished upload's or PUT's thread: blocking those on the topic's lock could leave none
-        # free for the uploads that its holder (drain) waits for.
+        # free for the uploads that its holder (drain) waits for. One nudge queued at a time is enough: it
+        # looks at everything that finished before it runs.
+        with self._nudge_guard:
+            if self._nudge_queued:
+                return
+            self._nudge_queued = True
         _pipeline_moves().submit(self._nudge)
 
     def _nudge(self) -> None:
+        with self._nudge_guard:
+            self._nudge_queued = False
         with self._lock:
             self._advance()
 
@@ -403,7 +408,7 @@ class Committer:
                 if not self._flight.put.done():
                     return
                 flight, self._flight = self._flight, None
-                self._conclude(flight)
+                self._guarded(self._conclude, flight, flight.groups)
             ready = []
             for g in self._pipeline:
                 if not all(f.done() for f in g.uploads):
@@ -413,7 +418,19 @@ class Committer:
                 return
             for _ in ready:
                 self._pipeline.popleft()
-            self._launch(ready)
+            self._guarded(self._launch, ready, ready)
+
+    def _guarded(self, step, arg, groups: list[StagedGroup]) -> None:
+        """Run a pipeline step; if it raises, its groups fail retriably (no future is left unresolved)."""
+        try:
+            step(arg)
+        except Exception as e:
+            log.warning("pipelined commit of %s failed: %s", self.topic, _describe(e))
+            self._stale = True  # look at the log again before the next append
+            for g in groups:
+                if not g.future.done():
+                    g.future.set_result(self._fail_pending(
+                        g.results, g.plan, KafkaStorageError(f"committing to {self.topic} failed (retry)")))
 
     def drain(self) -> None:
         """Conclude every staged group, in order, waiting for their uploads and PUTs (lock held)."""
