@@ -363,9 +363,10 @@ class Log:
     def close(self) -> None:
         """Persist every open writer's index (a cache; nothing is lost without it)."""
         with self._lock:
-            committers = [c for _, c in self._committers.values() if c is not None]
-        for c in committers:
-            c.close()
+            committers = [(lock, c) for lock, c in self._committers.values() if c is not None]
+        for lock, c in committers:
+            with lock:  # its pipelined commits move on under this lock
+                c.close()
 
 
 def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,

@@ -74,11 +74,10 @@ PERSIST_EVERY = 64
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
-# On object stores: a checkpoint at most this often per topic (delta-rs replays the log tail and rewrites the table
-# state: about a second of GETs and CPU that would otherwise recur every 100 commits, i.e. every few seconds under
-# load), and the writer's delta-rs handle catching up every CATCH_UP_EVERY commits so that it never replays 100.
+# On object stores: a checkpoint at most this often per topic. delta-rs reads the log tail since the last checkpoint
+# twice (to bring its handle up to date, then again to write): about a second of GETs under S3 Standard latency,
+# which at a commit every 30-60 ms would otherwise recur every few seconds.
 CHECKPOINT_MIN_INTERVAL_S = 10.0
-CATCH_UP_EVERY = 10
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 COMMIT_THREADS = 8  # pipelined commit PUTs in flight at once, over all topics (at most one per topic)
@@ -218,7 +217,6 @@ class Committer:
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
         self._checkpointed = (-1, 0.0)  # (version, monotonic time) of this writer's last checkpoint
-        self._catch_up_due = False  # the delta-rs handle should read the commits since it last did
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
@@ -756,8 +754,6 @@ class Committer:
         if due and now - last_time >= min_s:
             self._checkpoint_due = version
             self._checkpointed = (version, now)
-        elif not self.root.is_local and version % CATCH_UP_EVERY == 0:
-            self._catch_up_due = True
         self._start_maintenance()
 
     def _start_maintenance(self) -> None:
@@ -770,24 +766,18 @@ class Committer:
         if self._maintainer is not None and self._maintainer.is_alive():
             return
         checkpoint, self._checkpoint_due = self._checkpoint_due, None
-        catch_up, self._catch_up_due = self._catch_up_due, False
         index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
             self._persisted_version = self.snapshot.version
-        if checkpoint is not None or index or catch_up:
+        if checkpoint is not None or index:
             # Not a daemon thread, so the interpreter lets a started checkpoint finish before it exits.
-            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index, catch_up),
+            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index),
                                                 name=f"lakelog-maintain-{self.topic}")
             self._maintainer.start()
 
-    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None, catch_up: bool) -> None:
+    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None) -> None:
         _lower_thread_priority()  # a checkpoint's CPU must not delay the appends acknowledged meanwhile
-        if catch_up and checkpoint is None:
-            try:
-                retry_listing_gaps(self._dt.update_incremental)
-            except Exception as e:  # the checkpoint catches up instead
-                log.debug("catching up %s's delta-rs handle failed: %s", self.topic, _describe(e))
         if index is not None:
             self._store_index(*index)
         if checkpoint is not None:
