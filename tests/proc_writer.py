@@ -70,6 +70,17 @@ def instrument_commit(kind: str | None, marker: str | None) -> None:
 
     Committer._commit = paused
 
+    concluded = Committer._conclude
+
+    def conclude(self, flight):  # a pipelined commit that lost its version to the other writer's
+        from lakelog.storage.delta_commit import CommitConflict
+
+        if isinstance(flight.put.exception(), CommitConflict):
+            CONFLICTS[0] += 1
+        return concluded(self, flight)
+
+    Committer._conclude = conclude
+
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
