@@ -279,9 +279,6 @@ def _all_subclasses(cls: type) -> list[type]:
     return out
 
 
-_BY_CODE: dict[int, type[KafkaError]] = {c.code: c for c in _all_subclasses(KafkaError)}
-
-
 def error_for_code(code: int, message: str = "") -> KafkaError:
     """The typed error for a Kafka error code (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(code, UnknownServerError)(message)
@@ -293,16 +290,12 @@ class UnknownTopicId(KafkaError):
     code, name, retriable = 100, "UNKNOWN_TOPIC_ID", True
 
 
-_BY_CODE[UnknownTopicId.code] = UnknownTopicId
-
 
 class InvalidRecord(KafkaError):
     """A record is not acceptable to this topic (e.g. a null key on a compacted topic)."""
 
     code, name = 87, "INVALID_RECORD"
 
-
-_BY_CODE[InvalidRecord.code] = InvalidRecord
 
 
 class UnsupportedSaslMechanism(KafkaError):
@@ -389,11 +382,8 @@ class GroupSubscribedToTopic(KafkaError):
     code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
 
 
-for _cls in (GroupSubscribedToTopic, InvalidRequiredAcks, TransactionalIdAuthorizationFailed, InvalidTxnState,
-             InvalidProducerIdMapping, InvalidTransactionTimeout, NotCoordinator, TransactionalIdNotFound,
-             UnsupportedSaslMechanism, IllegalSaslState, UnsupportedVersion, UnsupportedCompressionType,
-             CoordinatorNotAvailable, InvalidReplicationFactor):
-    _BY_CODE[_cls.code] = _cls
+# Every error class of this module by its code (one class per code), built once all are defined.
+_BY_CODE: dict[int, type[KafkaError]] = {c.code: c for c in _all_subclasses(KafkaError)}
 
 
 def is_storage_failure(e: BaseException) -> bool:
