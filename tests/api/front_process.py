@@ -11,6 +11,7 @@ Test modules import helpers from here, never from ``conftest`` (several
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -47,6 +48,14 @@ class Front:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+
+    @classmethod
+    def with_auth(cls, workdir: Path, auth: dict, **kwargs) -> "Front":
+        """A front over ``<workdir>/root`` whose ``--auth-file`` holds ``auth`` (principals, super users, ACLs)."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "auth.json").write_text(json.dumps(auth))
+        return cls(str(workdir / "root"), workdir, auth_file=str(workdir / "auth.json"), **kwargs)
 
     @property
     def log_path(self) -> Path:

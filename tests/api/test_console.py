@@ -46,9 +46,7 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def front(tmp_path_factory):
-    work = tmp_path_factory.mktemp("console-front")
-    (work / "auth.json").write_text(json.dumps(AUTH))
-    f = Front(str(work / "root"), work, auth_file=str(work / "auth.json")).start()
+    f = Front.with_auth(tmp_path_factory.mktemp("console-front"), AUTH).start()
     yield f
     f.stop()
 

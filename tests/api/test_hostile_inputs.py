@@ -209,9 +209,7 @@ def writer_front(tmp_path_factory):
             "super_users": ["User:admin"],
             "acls": [{"principal": "User:w", "resource_type": "Topic", "pattern_type": "Prefixed",
                       "resource_name": "w-", "operations": ["Write"]}]}
-    (work / "auth.json").write_text(json.dumps(auth))
-    front = Front(str(work / "root"), work, auth_file=str(work / "auth.json"),
-                  env={"LAKELOG_MAX_REQUEST_BYTES": str(1 << 20)}).start()
+    front = Front.with_auth(work, auth, env={"LAKELOG_MAX_REQUEST_BYTES": str(1 << 20)}).start()
     yield front
     front.stop()
 

@@ -37,10 +37,7 @@ AUTH = {
 
 @pytest.fixture(scope="module")
 def auth_front(tmp_path_factory):
-    work = tmp_path_factory.mktemp("auth-front")
-    auth_file = work / "auth.json"
-    auth_file.write_text(json.dumps(AUTH))
-    front = Front(str(work / "root"), work, auth_file=str(auth_file)).start()
+    front = Front.with_auth(tmp_path_factory.mktemp("auth-front"), AUTH).start()
     yield front
     front.stop()
 

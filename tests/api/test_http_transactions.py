@@ -4,7 +4,6 @@ open, fenced and timed-out transactions, offsets sent to a transaction, retries,
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import uuid
 
@@ -273,10 +272,7 @@ AUTH = {
 
 @pytest.fixture(scope="module")
 def auth_front(tmp_path_factory):
-    work = tmp_path_factory.mktemp("txn-auth-front")
-    auth_file = work / "auth.json"
-    auth_file.write_text(json.dumps(AUTH))
-    front = Front(str(work / "root"), work, auth_file=str(auth_file)).start()
+    front = Front.with_auth(tmp_path_factory.mktemp("txn-auth-front"), AUTH).start()
     yield front
     front.stop()
 

@@ -336,9 +336,7 @@ AUTH = {"tokens": [{"principal": "User:admin", "token": TOKENS["admin"]},
 
 @pytest.fixture(scope="module")
 def auth_front(tmp_path_factory):
-    work = tmp_path_factory.mktemp("v3-auth-front")
-    (work / "auth.json").write_text(json.dumps(AUTH))
-    front = Front(str(work / "root"), work, auth_file=str(work / "auth.json")).start()
+    front = Front.with_auth(tmp_path_factory.mktemp("v3-auth-front"), AUTH).start()
     yield front
     front.stop()
 
