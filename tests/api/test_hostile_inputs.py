@@ -116,6 +116,29 @@ def test_malformed_json_produce_bodies(front, http, storage, topic):
         refused_untouched(storage, http, topic, post_json(http, path, raw), 400, "INVALID_REQUEST")
 
 
+def test_hostile_bodies_to_a_transaction_are_refused_and_stage_nothing(front, http, storage, topic):
+    """The transactional routes parse with the same bounded parser: malformed, deep, over-limit or non-idempotent
+    bodies are refused with a Kafka error, the front stays up, the topic's files do not change, and the
+    transaction has begun nothing (it stays Empty)."""
+    from front_process import MAX_REQUEST_BYTES
+
+    tid = f"tx-hostile-{uuid.uuid4().hex[:8]}"
+    ident = http.post(f"/v1/transactions/{tid}/init", json={}).json()
+    produce_path = f"/v1/transactions/{tid}/topics/{topic}/records"
+    for raw, status, name in (
+            (b'{"producer_id":', 400, "INVALID_REQUEST"),
+            (b'{"records":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "INVALID_REQUEST"),
+            (b'{"records":[{"value":"\ud800"}]}', 400, "INVALID_REQUEST"),
+            (b'{"records":[{"value":"plain, not idempotent"}]}', 400, "INVALID_REQUEST"),
+            (b"[" * (MAX_REQUEST_BYTES + 1), 413, "MESSAGE_TOO_LARGE")):
+        refused_untouched(storage, http, topic, post_json(http, produce_path, raw), status, name)
+    for raw in (b"not json", b'{"producer_id": 1e400, "producer_epoch": 0}', b'{"producer_id": [], "producer_epoch": {}}'):
+        refused_untouched(storage, http, topic, post_json(http, f"/v1/transactions/{tid}/commit", raw), 400,
+                          "INVALID_REQUEST")
+    state = http.get(f"/v1/transactions/{tid}").json()
+    assert (state["state"], state["producer_id"]) == ("Empty", ident["producer_id"]), state
+
+
 def test_malformed_group_bodies_refused_before_any_state(front, http, topic):
     group = f"g-{uuid.uuid4().hex[:8]}"
     cases = [
