@@ -250,22 +250,25 @@ def run(ctx: BenchContext) -> BenchResult:
     def stream_df():
         return spark.readStream.format("lakelog").option("subscribe", "scan").option("startingOffsets", "earliest").load(uri)
 
-    def stream_drain(df, per_batch=None):
-        """Drain ``df`` with Trigger.AvailableNow: into the memory sink (complete mode: an aggregate), or
-        ``per_batch`` as foreachBatch."""
+    def stream_drain(df, sink):
+        """Drain ``df`` with Trigger.AvailableNow into ``sink``: "noop" (Spark's sink for measuring reads:
+        every row produced, nothing kept), "memory" (complete mode: an aggregate, queried as ``drain_<n>``),
+        or a function for foreachBatch. Returns the finished query and its memory table's name."""
         n = next(drains)
         writer = df.writeStream.trigger(availableNow=True).option("checkpointLocation", str(ctx.workdir / f"ck-{n}"))
-        if per_batch is None:
+        if sink == "noop":
+            writer = writer.format("noop")
+        elif sink == "memory":
             writer = writer.outputMode("complete").format("memory").queryName(f"drain_{n}")
         else:
-            writer = writer.foreachBatch(per_batch)
+            writer = writer.foreachBatch(sink)
         q = writer.start()
         q.awaitTermination()
         assert "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]  # the JVM stream read
-        return f"drain_{n}"
+        return q, f"drain_{n}"
 
     def stream_aggregate():  # the batch scan's query, as a stream
-        return spark.sql(f"select * from {stream_drain(stream_df().selectExpr(*AGG))}").collect()[0].n
+        return spark.sql(f"select * from {stream_drain(stream_df().selectExpr(*AGG), 'memory')[1]}").collect()[0].n
 
     def foreach_batch(df):
         totals = []
@@ -294,18 +297,14 @@ def run(ctx: BenchContext) -> BenchResult:
     expected = parquet_scan()
     for check in (lakelog_scan(), lakelog_projected()):
         assert (check.n, check.bytes, check.max_offset) == (expected.n, expected.bytes, expected.max_offset), check
-    # Spark reads files in its own order (largest split first): limit(1) returns some offset >= middle
     def stream_noop():  # the stream of the two columns the aggregate reads, every record through the query
-        n = next(drains)
-        q = (stream_df().select("offset", "value").writeStream.format("noop").trigger(availableNow=True)
-             .option("checkpointLocation", str(ctx.workdir / f"ck-{n}")).start())
-        q.awaitTermination()
-        assert "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]  # the JVM stream read
+        q, _ = stream_drain(stream_df().select("offset", "value"), "noop")
         return sum(p["numInputRows"] for p in q.recentProgress)
 
     def stream_whole():  # foreachBatch of the whole stream: every column is read and handed over as rows
         return foreach_batch(stream_df())
 
+    # Spark reads files in its own order (largest split first): limit(1) returns some offset >= middle
     assert stream_noop() == stream_aggregate() == stream_whole() == expected.n and first_row() >= middle
     meter = CpuMeter(spark)
     systems = {"parquet": parquet_scan, "lakelog": lakelog_scan, "projected": lakelog_projected,
