@@ -225,12 +225,9 @@ class Committer:
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             self.persist()  # spare the next reader replaying the same long tail
 
-    def refresh(self) -> None:
-        """Catch up with every commit made since our snapshot (ours and other writers')."""
-        self.drain()  # our pipelined commits are applied from what we wrote, not read back
-        self._refresh()
-
     def _refresh(self) -> None:
+        """Catch up with every commit made since our snapshot (ours and other writers'). Pipelined commits still
+        staged are not read back: they are applied from what we wrote, in order, when they land."""
         # Stale until handle and snapshot agree: committing through a handle newer than the
         # snapshot would skip delta-rs's conflict check against the commits in between.
         self._stale = True
