@@ -76,7 +76,7 @@ MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as 
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 # On object stores: a checkpoint at most this often per topic. delta-rs reads the log tail since the last checkpoint
 # twice (to bring its handle up to date, then again to write): about a second of GETs under S3 Standard latency,
-# which at a commit every 30-60 ms would otherwise recur every few seconds.
+# which with a commit per PUT round trip under load would otherwise recur every few seconds.
 CHECKPOINT_MIN_INTERVAL_S = 10.0
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
