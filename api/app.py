@@ -83,7 +83,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
 
         accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
                                       buffer_memory=settings.buffer_memory, on_commit=on_commit)
-        metrics.watch_accumulator(lambda: accumulator.buffered_bytes, settings.buffer_memory)
+        metrics.watch_accumulator(lambda: accumulator.buffered_bytes, accumulator.buffer_memory)
         metadata = TopicMetadata(log, settings.metadata_max_age_ms)
         app.state.log = log
         app.state.cluster_id = cluster_id_for(log.root.uri)

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
-from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, DEFAULT_LINGER_MS
+from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_LINGER_MS
 
 ENV_PREFIX = "LAKELOG_"
 
@@ -30,7 +30,7 @@ class Settings:
     auth_file: str | None = None
     linger_ms: float = DEFAULT_LINGER_MS
     batch_size: int = DEFAULT_BATCH_SIZE
-    buffer_memory: int = DEFAULT_BUFFER_MEMORY
+    buffer_memory: int | None = None  # None: 64 MiB on a local root, 256 MiB on an object store (Log.accumulator)
     max_request_bytes: int = 64 << 20
     retry_after_s: int = 1
     metadata_max_age_ms: int = 1000

@@ -37,7 +37,7 @@ from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_me
 from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
                                             lso_app)
-from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, RecordAccumulator
+from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY, RecordAccumulator
 from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
 from lakelog.writer.records import normalize_records
 from lakelog.writer.segment_writer import delete_quietly
@@ -239,10 +239,14 @@ class Log:
 
     def accumulator(self, **kwargs) -> RecordAccumulator:
         """A group-commit accumulator over this log (``linger_ms``, ``batch_size``, ``buffer_memory``,
-        ``max_commit_bytes``). On an object store a commit may carry half of ``buffer_memory`` by default:
-        it costs about two round trips whatever its size, so its size, not its count, sets the throughput."""
+        ``max_commit_bytes``). On an object store ``buffer_memory`` defaults to
+        :data:`OBJECT_STORE_BUFFER_MEMORY` and a commit may carry half of it: a commit costs about two round
+        trips whatever its size, so the bytes in flight, not the commit count, set the throughput, and the
+        bytes a commit gathers set its segments' size (PUTs per GB; docs/storage.md)."""
+        if kwargs.get("buffer_memory") is None:
+            kwargs["buffer_memory"] = DEFAULT_BUFFER_MEMORY if self.root.is_local else OBJECT_STORE_BUFFER_MEMORY
         if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
-            kwargs["max_commit_bytes"] = kwargs.get("buffer_memory", DEFAULT_BUFFER_MEMORY) // 2
+            kwargs["max_commit_bytes"] = kwargs["buffer_memory"] // 2
         # LAKELOG_PIPELINE_COMMITS=0: one group commit at a time (fewer, larger objects; see docs/storage.md)
         pipelined = os.environ.get("LAKELOG_PIPELINE_COMMITS", "1") != "0"
         return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined if pipelined else None,

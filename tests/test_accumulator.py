@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakelog import Log, PartitionBatch
-from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY
+from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY
 from lakelog.writer.records import normalize_records
 
 
@@ -29,14 +29,16 @@ def test_a_group_commit_takes_at_most_max_commit_bytes(tmp_path):
 def test_object_store_commits_may_carry_half_the_buffer_local_ones_four_batches(tmp_path, s3_endpoint):
     from s3_server import BUCKET, s3_options
 
-    local = Log(str(tmp_path / "root")).accumulator()
-    s3 = Log(f"s3://{BUCKET}/acc", storage_options=s3_options(s3_endpoint)).accumulator()
+    s3_log = Log(f"s3://{BUCKET}/acc", storage_options=s3_options(s3_endpoint))
+    local, s3, s3_small = (Log(str(tmp_path / "root")).accumulator(), s3_log.accumulator(),
+                           s3_log.accumulator(buffer_memory=10 << 20))
     try:
-        assert local.max_commit_bytes == 4 * DEFAULT_BATCH_SIZE
-        assert s3.max_commit_bytes == DEFAULT_BUFFER_MEMORY // 2
+        assert (local.buffer_memory, local.max_commit_bytes) == (DEFAULT_BUFFER_MEMORY, 4 * DEFAULT_BATCH_SIZE)
+        assert (s3.buffer_memory, s3.max_commit_bytes) == (OBJECT_STORE_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY // 2)
+        assert (s3_small.buffer_memory, s3_small.max_commit_bytes) == (10 << 20, 5 << 20)
     finally:
-        local.close()
-        s3.close()
+        for acc in (local, s3, s3_small):
+            acc.close()
 
 
 def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoint, monkeypatch):

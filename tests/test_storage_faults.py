@@ -315,6 +315,42 @@ def test_groups_planned_on_a_commit_that_fails_are_appended_again_from_scratch(p
     assert len(find_orphan_files(root, "t")) == 1
 
 
+@pytest.mark.parametrize("other_partition", [1, 0], ids=["other-partition", "same-partition"])
+def test_pipelined_commit_that_loses_its_version_to_another_writer(proxy, other_partition):
+    """Another writer (another front) commits while our commit PUT is held, so ours is refused (412). When that
+    commit touched other partitions, ours goes again unchanged at the next version -- the same segment files
+    and offsets, nothing uploaded twice (Delta's conflict rule). When it appended to our partition, our offsets
+    are taken: our groups are appended again from scratch after its records. Either way every append is in the
+    log once, in order, and no file is left unreferenced."""
+    root = faulty_root(proxy, max_retries=0)
+    root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
+    log, acks = seeded(root)
+    stall = proxy.stall(commit_put, 60.0, then="forward")
+    first = log.append_pipelined("t", batch(1))
+    wait_for(lambda: stall.hits, "the first commit's PUT")
+    proxy.log.clear()
+    later = log.append_pipelined("t", batch(2))
+    wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 1, "the later group's segment upload")
+    values = tuple(value_of(2, 0, 0, j) for j in range(3))
+    other = Log(root).append("t", [{"value": v} for v in values], partition=other_partition)[0]
+    assert other.base_offset == (0 if other_partition == 1 else 2)
+    stall.release.set()
+    r1, r2 = first.result(timeout=60)[0], later.result(timeout=60)[0]
+    assert stall.done.wait(30) and stall.upstream_statuses == [412]
+    assert not isinstance(r1, KafkaError) and not isinstance(r2, KafkaError), (r1, r2)
+    shift = 3 if other_partition == 0 else 0
+    assert (r1.base_offset, r2.base_offset) == (2 + shift, 5 + shift)
+    check_log(root, "t", acks + [Ack(other_partition, other.base_offset, values), ack_of(r1, 1), ack_of(r2, 2)])
+    ours = [t for m, t, _ in proxy.log if segment_put(m, t) and "/partition=0/" in t]
+    deleted = [t for m, t, _ in proxy.log if m == "DELETE" and SEGMENT.search(t.split("?")[0])]
+    if other_partition == 1:
+        assert len(ours) == 1 and deleted == []  # the later group's upload; the first group's segment reused
+    else:
+        # the other writer's segment, and both groups uploaded again, their first segments removed
+        assert len(ours) == 4 and len(deleted) == 2
+    assert find_orphan_files(root, "t") == []
+
+
 def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
     """A reader catching up replays each new commit with one GET (pyarrow's S3 reads are a HEAD and a GET),
     in windows of 1, 2, 4, ... commits read at once."""

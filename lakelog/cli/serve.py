@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--linger-ms", type=float, metavar="MS", help="group-commit linger (default 5)")
     p.add_argument("--batch-size", type=int, metavar="BYTES", help="commit once this many bytes are pending")
     p.add_argument("--buffer-memory", type=int, metavar="BYTES",
-                   help="pending bytes above which produce answers 429 (back-pressure)")
+                   help="pending bytes above which produce answers 429 (back-pressure; default 64 MiB, 256 MiB on an object store)")
     p.add_argument("--max-request-bytes", type=int, metavar="BYTES", help="largest request body (413 above)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
     p.add_argument("--node-id", type=int, metavar="N",

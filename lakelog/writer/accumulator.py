@@ -45,6 +45,9 @@ AppendPipelined = Callable[[str, list[PartitionBatch]], "Future[list[AppendResul
 DEFAULT_LINGER_MS = 5
 DEFAULT_BATCH_SIZE = 1 << 20
 DEFAULT_BUFFER_MEMORY = 64 << 20
+# On object stores (Log.accumulator): a commit cycle there is a few hundred ms of PUTs, so 100 MB/s needs tens of
+# MB in flight, and 4 MB segments across 16 partitions need commits of 64 MB and more (BENCHMARKS.md, s3_produce).
+OBJECT_STORE_BUFFER_MEMORY = 256 << 20
 
 
 class _TopicQueue:

@@ -37,10 +37,12 @@ import os
 import re
 import threading
 import time
+import tempfile
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +51,7 @@ import pyarrow.compute as pc
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicId,
                             UnknownTopicOrPartition, storage_error)
+from lakelog.storage.delta_checkpoint import remove_mirror, write_checkpoint
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
                                        retry_listing_gaps)
@@ -73,6 +76,8 @@ PERSIST_EVERY = 64
 # with live files and commits since the checkpoint (see BENCHMARKS.md).  False: always delta-rs.
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
+MAX_HELD_BODIES = 4096  # commit bodies kept for the next checkpoint on an object store (a few KB each)
+RETRY = "retry"  # _after_conflict: the same commit at the next version
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 # On object stores: a checkpoint at most this often per topic. delta-rs reads the log tail since the last checkpoint
 # twice (to bring its handle up to date, then again to write): about a second of GETs under S3 Standard latency,
@@ -177,14 +182,17 @@ class StagedGroup:
 
 @dataclass(eq=False)
 class Launch:
-    """One commit PUT in flight, carrying consecutive staged groups."""
+    """One commit PUT in flight, carrying consecutive staged groups; after a conflict that touched none of
+    its app ids, the same ``body`` PUT again at the next ``version`` (``attempt`` counts those)."""
     groups: list[StagedGroup]
     commit_id: str
     version: int
     added: list
     txns: dict[str, int]
     info: dict
-    put: Future
+    body: bytes
+    attempt: int = 0
+    put: Future | None = None
 
 
 class Committer:
@@ -217,6 +225,8 @@ class Committer:
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
         self._checkpointed = (-1, 0.0)  # (version, monotonic time) of this writer's last checkpoint
+        self._bodies: dict[int, bytes] = {}  # object stores: our commits' bodies since the last checkpoint began
+        self._mirror: Path | None = None  # object stores: the local copy of the log checkpoints are written from
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
@@ -244,6 +254,8 @@ class Committer:
         self.drain()
         if self._maintainer is not None:
             self._maintainer.join()
+        if self._mirror is not None:
+            remove_mirror(self._mirror)
         self.persist()
 
     def persist(self) -> None:
@@ -404,6 +416,7 @@ class Committer:
                     return
                 flight, self._flight = self._flight, None
                 self._guarded(self._conclude, flight, flight.groups)
+                continue  # concluding may have sent it again, at the next version
             ready = []
             for g in self._pipeline:
                 if not all(f.done() for f in g.uploads):
@@ -461,12 +474,14 @@ class Committer:
             txns.update(g.txns)  # a later group's log end is the partition's
         meta = _commit_meta([row for g in groups for row in g.producer_rows], commit_id)
         body, added, info = _commit_body([a for g in groups for a in g.adds], txns, meta)
-        version = self.snapshot.version + 1
-        put = _commits().submit(put_if_absent, self.root, commit_path(f"topics/{self.topic}", version), body,
-                                fsync=False)
-        self._flight = Launch(groups, commit_id, version, added, txns, info, put)
         groups[0].after = None  # concluded: let it go
-        put.add_done_callback(self._nudge_later)
+        self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body))
+
+    def _send(self, flight: Launch) -> None:
+        flight.put = _commits().submit(put_if_absent, self.root, commit_path(f"topics/{self.topic}", flight.version),
+                                       flight.body, fsync=False)
+        self._flight = flight
+        flight.put.add_done_callback(self._nudge_later)
 
     def _conclude(self, flight: Launch) -> None:
         """Apply a commit whose PUT has answered to the snapshot and resolve its groups, as
@@ -481,12 +496,18 @@ class Committer:
                 log.warning("applying our commit %d of %s failed: %s", flight.version, self.topic, e)
                 self._stale = True
             else:
-                self._after_direct_commit(flight.version)
+                self._after_direct_commit(flight.version, flight.body)
             outcome = True
         elif isinstance(error, CommitConflict):  # the version is taken -- perhaps by our own PUT, retried by the store
-            outcome = self._refresh_or(None)
+            outcome = (self._after_conflict(flight.commit_id, flight.txns) if flight.attempt < MAX_COMMIT_RETRIES
+                       else self._refresh_or(None))
+            if outcome is RETRY:  # the same commit, files and offsets at the next version: nothing re-uploaded
+                self._send(Launch(flight.groups, flight.commit_id, self.snapshot.version + 1, flight.added,
+                                  flight.txns, flight.info, flight.body, flight.attempt + 1))
+                return
             if outcome is None and flight.commit_id not in self.snapshot.recent_commit_ids:
-                # another writer's commit: nothing of ours landed; append the plain way on what did
+                # another writer's commit set our app ids (or the metadata): nothing of ours landed, and our
+                # offsets may be taken; append the plain way on what did land
                 for g in flight.groups:
                     delete_quietly(self.root, self.topic, [a.path for a in g.adds])
                     g.future.set_result(self._append(g.batches))
@@ -666,28 +687,16 @@ class Committer:
         wrote: nothing is re-read, and no delta-rs snapshot is rebuilt.
         """
         body, added, info = _commit_body(adds, txns, meta)
-        table_path = self.root.path_for("topics", self.topic)
         for _ in range(MAX_COMMIT_RETRIES):
             version = self.snapshot.version + 1
             try:
                 put_if_absent(self.root, commit_path(f"topics/{self.topic}", version), body,
                               fsync=False)
             except CommitConflict:
-                try:
-                    winners = list(read_tail(self.root, table_path, self.snapshot.version))
-                    for commit in winners:
-                        self.snapshot.apply(commit)
-                except (LogTailGone, OSError, ValueError) as e:
-                    log.debug("replaying the commits that beat ours on %s: %s", self.topic, e)
-                    return self._refresh_or(None)
-                if meta[COMMIT_ID_KEY] in self.snapshot.recent_commit_ids:
-                    return True
-                if any(c.protocol is not None for c in winners):
-                    self._direct = False  # a protocol we may not speak: leave it to delta-rs
-                    return self._refresh_or(None)
-                if any(c.configuration is not None or txns.keys() & c.txns.keys() for c in winners):
-                    return None  # our offsets or validation may be stale: re-plan
-                continue
+                outcome = self._after_conflict(meta[COMMIT_ID_KEY], txns)
+                if outcome is RETRY:
+                    continue
+                return outcome
             except OSError as e:
                 if self.root.is_local:  # the link was not made: nothing became visible
                     return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
@@ -700,9 +709,31 @@ class Committer:
                 log.warning("applying our commit %d of %s failed: %s", version, self.topic, e)
                 self._stale = True
                 return True
-            self._after_direct_commit(version)
+            self._after_direct_commit(version, body)
             return True
         return None
+
+    def _after_conflict(self, commit_id: str, txns: dict[str, int]):
+        """Another commit took our version: replay the commits that beat ours into the snapshot and apply
+        Delta's conflict rule. True: ours is among them (a PUT the store retried); :data:`RETRY`: none set one
+        of our app ids (``lakelog.leo.<P>``, ``lakelog.lease.<P>``) or changed the metadata or protocol, so the
+        same commit -- files, offsets -- may go at the next version; otherwise None, or a KafkaError if the log
+        could not be read (the caller re-plans on what landed)."""
+        try:
+            winners = list(read_tail(self.root, self.root.path_for("topics", self.topic), self.snapshot.version))
+            for commit in winners:
+                self.snapshot.apply(commit)
+        except (LogTailGone, OSError, ValueError) as e:
+            log.debug("replaying the commits that beat ours on %s: %s", self.topic, e)
+            return self._refresh_or(None)
+        if commit_id in self.snapshot.recent_commit_ids:
+            return True
+        if any(c.protocol is not None for c in winners):
+            self._direct = False  # a protocol we may not speak: leave it to delta-rs
+            return self._refresh_or(None)
+        if any(c.configuration is not None or txns.keys() & c.txns.keys() for c in winners):
+            return None  # our offsets or validation may be stale: re-plan
+        return RETRY
 
     def _write_segments(self, tables: dict[int, pa.Table]) -> tuple[list, OSError | None]:
         """Write one segment per partition; ``(the adds written, the first failure or None)``.
@@ -740,8 +771,13 @@ class Committer:
         # The exception's kind only: its text names the store's URLs and paths, which clients must not see.
         return error(f"committing to {self.topic} failed (not visible; retry): {type(e).__name__}")
 
-    def _after_direct_commit(self, version: int) -> None:
-        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence."""
+    def _after_direct_commit(self, version: int, body: bytes) -> None:
+        """What delta-rs's post-commit hook would do (checkpoint, log cleanup), and our index persistence.
+        On an object store the commit's body is kept for the next checkpoint (delta_checkpoint.py)."""
+        if not self.root.is_local:
+            self._bodies[version] = body
+            if len(self._bodies) > MAX_HELD_BODIES:  # no checkpoint for long: the oldest will be read back
+                del self._bodies[min(self._bodies)]
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         now = time.monotonic()
         last_version, last_time = self._checkpointed
@@ -763,29 +799,47 @@ class Committer:
         if self._maintainer is not None and self._maintainer.is_alive():
             return
         checkpoint, self._checkpoint_due = self._checkpoint_due, None
+        bodies = {}
+        if checkpoint is not None:
+            bodies = {v: self._bodies.pop(v) for v in [v for v in self._bodies if v <= checkpoint]}
         index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
             self._persisted_version = self.snapshot.version
         if checkpoint is not None or index:
             # Not a daemon thread, so the interpreter lets a started checkpoint finish before it exits.
-            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, index),
+            self._maintainer = threading.Thread(target=self._maintain, args=(checkpoint, bodies, index),
                                                 name=f"lakelog-maintain-{self.topic}")
             self._maintainer.start()
 
-    def _maintain(self, checkpoint: int | None, index: tuple[int, bytes] | None) -> None:
+    def _maintain(self, checkpoint: int | None, bodies: dict[int, bytes], index: tuple[int, bytes] | None) -> None:
         _lower_thread_priority()  # a checkpoint's CPU must not delay the appends acknowledged meanwhile
         if index is not None:
             self._store_index(*index)
         if checkpoint is not None:
-            self._checkpoint(checkpoint)
+            self._checkpoint(checkpoint, bodies)
 
-    def _checkpoint(self, version: int) -> None:
-        """A Delta checkpoint at the latest version, then expired-log cleanup (delta-rs, through ``_dt``)."""
+    def _checkpoint(self, version: int, bodies: dict[int, bytes]) -> None:
+        """A Delta checkpoint, then expired-log cleanup. Locally: delta-rs through ``_dt``, at the latest
+        version. On an object store, where delta-rs would read every commit since the last checkpoint twice
+        (four GETs each), at ``version``, from a local copy of the log that our own commits' ``bodies`` fill
+        (:func:`write_checkpoint`); the cleanup then goes through a handle loaded from that checkpoint."""
+        from deltalake import DeltaTable
+
         try:
-            retry_listing_gaps(self._dt.update_incremental)
-            retry_listing_gaps(self._dt.create_checkpoint)
-            self._dt.cleanup_metadata()
+            if self.root.is_local:
+                retry_listing_gaps(self._dt.update_incremental)
+                retry_listing_gaps(self._dt.create_checkpoint)
+                self._dt.cleanup_metadata()
+                return
+            if self._mirror is None:
+                self._mirror = Path(tempfile.mkdtemp(prefix="lakelog-checkpoint-"))
+            fetched = write_checkpoint(self.root, self.root.path_for("topics", self.topic), version, bodies,
+                                       self._mirror)
+            log.debug("checkpoint of %s at version %d: %d commits read back", self.topic, version, fetched)
+            retry_listing_gaps(lambda: DeltaTable(self.root.uri_for("topics", self.topic),
+                                                  storage_options=self.root.storage_options,
+                                                  without_files=True)).cleanup_metadata()
         except Exception as e:  # a checkpoint only speeds up readers; the commits stand
             log.warning("checkpoint of %s after version %d failed: %s", self.topic, version, _describe(e))
 

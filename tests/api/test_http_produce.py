@@ -210,3 +210,16 @@ def test_openapi_and_docs(http):
     assert http.get("/docs").status_code == 200
     health = http.get("/v1/health").json()
     assert health["status"] == "ok" and health["auth"] is False
+
+
+def test_buffer_memory_defaults_by_root_and_is_overridden(front_root, http, start_front):
+    """buffer.memory: 64 MiB on a local root, 256 MiB on an object store (commit cycles there are PUT round trips,
+    so bytes in flight set the rate and the segment size); ``LAKELOG_BUFFER_MEMORY`` overrides either."""
+    def limit(client) -> float:
+        line = next(x for x in client.get("/metrics").text.splitlines()
+                    if x.startswith("lakelog_accumulator_buffer_memory_bytes "))
+        return float(line.split()[-1])
+
+    assert limit(http) == (256 << 20 if front_root[0].startswith("s3://") else 64 << 20)
+    with start_front(env={"LAKELOG_BUFFER_MEMORY": str(3 << 20)}).client() as other:
+        assert limit(other) == 3 << 20
