@@ -139,12 +139,19 @@ class Log:
         if cached is None:
             snap = self.catalog.snapshot(topic)
         else:
-            if not self._has_commit(topic, cached.version + 1):
-                if cached.version >= 0 and not self.catalog.table_exists(topic):  # its files removed by hand
+            # This process's writer knows its own commits: start from its state rather than read them back
+            # (on an object store a GET each, every time the front's metadata cache refreshes).
+            base = self._writer_snapshot(topic, cached)
+            if not self._has_commit(topic, (base or cached).version + 1):
+                if base is not None:
+                    snap = base
+                elif cached.version >= 0 and not self.catalog.table_exists(topic):  # its files removed by hand
                     self._forget(topic)
                     raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
-                return cached
-            snap = advance(self.root, cached.copy())
+                else:
+                    return cached
+            else:
+                snap = advance(self.root, base or cached.copy())
             if snap.deleted:  # deleted since: a later create starts from a fresh snapshot of the new incarnation
                 with self._lock:
                     self._snapshots.pop(topic, None)
@@ -153,6 +160,21 @@ class Log:
             current = self._snapshots.get(topic)
             if current is None or current.version <= snap.version:
                 self._snapshots[topic] = snap
+        return snap
+
+    def _writer_snapshot(self, topic: str, cached: TopicSnapshot) -> TopicSnapshot | None:
+        """A copy of this process's writer's snapshot of ``topic`` when it is ahead of ``cached`` (same
+        incarnation) and the writer is not committing right now (no waiting for its lock); else None."""
+        with self._lock:
+            lock, committer = self._committers.get(topic, (None, None))
+        if committer is None or not lock.acquire(blocking=False):
+            return None
+        try:
+            snap = committer.committed_snapshot()
+        finally:
+            lock.release()
+        if snap is None or snap.version <= cached.version or snap.topic_id != cached.topic_id:
+            return None
         return snap
 
     def _has_commit(self, topic: str, version: int) -> bool:

@@ -369,6 +369,26 @@ def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
     assert [m for m, _ in commit_reads].count("HEAD") <= 1  # only the "anything new?" probe
 
 
+def test_a_writers_own_commits_are_not_read_back_by_its_snapshots(proxy):
+    """``Log.snapshot`` (the front's metadata cache, its readers) starts from the process's writer's state:
+    the writer's own commits cost no GET; another writer's commit after them is read as usual."""
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    before = log.snapshot("t").version
+    for i in range(3):
+        acks.append(ack_of(log.append_batches("t", batch(i))[0], i))
+    proxy.log.clear()
+    after = log.snapshot("t")
+    assert after.version == before + 3 and after.high_watermark(0) == 11
+    assert not [t for m, t, _ in proxy.log if m == "GET" and COMMIT_FILE.search(t)]
+    other = Log(root).append_batches("t", [PartitionBatch(1, normalize_records([{"value": b"o"}]))])[0]
+    proxy.log.clear()
+    latest = log.snapshot("t")
+    assert latest.version == after.version + 1 and latest.high_watermark(1) == other.base_offset + 1 == 1
+    assert [t for m, t, _ in proxy.log if m == "GET" and COMMIT_FILE.search(t)]  # read: not this writer's
+    assert after.version == before + 3  # the shared snapshot handed out before is not changed
+
+
 def test_a_sequential_consumer_on_s3_reads_each_segment_once_ahead_and_in_order(proxy):
     """The fetcher reads ahead by segment (whole-object GETs in parallel): every record once, in order, one
     GET per segment; a seek back re-reads from the store."""

@@ -83,6 +83,10 @@ DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 # twice (to bring its handle up to date, then again to write): about a second of GETs under S3 Standard latency,
 # which with a commit per PUT round trip under load would otherwise recur every few seconds.
 CHECKPOINT_MIN_INTERVAL_S = 10.0
+# On object stores: expired-log cleanup (Delta's delta.logRetentionDuration, 30 days by default) at most this often
+# per writer, not after every checkpoint: it loads the table afresh and lists its log, a burst of requests that
+# under the S3 Standard profile made the p99 of produce 3x (BENCHMARKS.md), to find files that expire by the day.
+LOG_CLEANUP_MIN_INTERVAL_S = 3600.0
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 COMMIT_THREADS = 8  # pipelined commit PUTs in flight at once, over all topics (at most one per topic)
@@ -227,6 +231,7 @@ class Committer:
         self._checkpointed = (-1, 0.0)  # (version, monotonic time) of this writer's last checkpoint
         self._bodies: dict[int, bytes] = {}  # object stores: our commits' bodies since the last checkpoint began
         self._mirror: Path | None = None  # object stores: the local copy of the log checkpoints are written from
+        self._cleaned_at = time.monotonic()  # object stores: when expired log files were last looked for
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
@@ -248,6 +253,11 @@ class Committer:
             advance(self.root, self.snapshot, until_version=self._dt.version())
         self._stale = False
         self._start_maintenance()
+
+    def committed_snapshot(self) -> TopicSnapshot | None:
+        """A copy of the snapshot, when it is the log as committed up to its version (not stale, the topic not
+        gone); call with the topic's lock held."""
+        return None if self._stale or self.gone else self.snapshot.copy()
 
     def close(self) -> None:
         """Let a running checkpoint or index store finish, then persist the index as it is now."""
@@ -499,8 +509,8 @@ class Committer:
                 self._after_direct_commit(flight.version, flight.body)
             outcome = True
         elif isinstance(error, CommitConflict):  # the version is taken -- perhaps by our own PUT, retried by the store
-            outcome = (self._after_conflict(flight.commit_id, flight.txns) if flight.attempt < MAX_COMMIT_RETRIES
-                       else self._refresh_or(None))
+            outcome = (self._after_conflict(flight.commit_id, flight.txns, flight.version)
+                       if flight.attempt < MAX_COMMIT_RETRIES else self._refresh_or(None))
             if outcome is RETRY:  # the same commit, files and offsets at the next version: nothing re-uploaded
                 self._send(Launch(flight.groups, flight.commit_id, self.snapshot.version + 1, flight.added,
                                   flight.txns, flight.info, flight.body, flight.attempt + 1))
@@ -693,7 +703,7 @@ class Committer:
                 put_if_absent(self.root, commit_path(f"topics/{self.topic}", version), body,
                               fsync=False)
             except CommitConflict:
-                outcome = self._after_conflict(meta[COMMIT_ID_KEY], txns)
+                outcome = self._after_conflict(meta[COMMIT_ID_KEY], txns, version)
                 if outcome is RETRY:
                     continue
                 return outcome
@@ -713,14 +723,16 @@ class Committer:
             return True
         return None
 
-    def _after_conflict(self, commit_id: str, txns: dict[str, int]):
-        """Another commit took our version: replay the commits that beat ours into the snapshot and apply
-        Delta's conflict rule. True: ours is among them (a PUT the store retried); :data:`RETRY`: none set one
-        of our app ids (``lakelog.leo.<P>``, ``lakelog.lease.<P>``) or changed the metadata or protocol, so the
-        same commit -- files, offsets -- may go at the next version; otherwise None, or a KafkaError if the log
-        could not be read (the caller re-plans on what landed)."""
+    def _after_conflict(self, commit_id: str, txns: dict[str, int], version: int):
+        """Another commit took our ``version``: replay the commits up to it into the snapshot (no probe past it:
+        a later version taken too costs the next PUT its own 412, a probe would cost every conflict a GET) and
+        apply Delta's conflict rule. True: ours is among them (a PUT the store retried); :data:`RETRY`: none set
+        one of our app ids (``lakelog.leo.<P>``, ``lakelog.lease.<P>``) or changed the metadata or protocol, so
+        the same commit -- files, offsets -- may go at the next version; otherwise None, or a KafkaError if the
+        log could not be read (the caller re-plans on what landed)."""
         try:
-            winners = list(read_tail(self.root, self.root.path_for("topics", self.topic), self.snapshot.version))
+            winners = list(read_tail(self.root, self.root.path_for("topics", self.topic), self.snapshot.version,
+                                     version))
             for commit in winners:
                 self.snapshot.apply(commit)
         except (LogTailGone, OSError, ValueError) as e:
@@ -732,7 +744,7 @@ class Committer:
             self._direct = False  # a protocol we may not speak: leave it to delta-rs
             return self._refresh_or(None)
         if any(c.configuration is not None or txns.keys() & c.txns.keys() for c in winners):
-            return None  # our offsets or validation may be stale: re-plan
+            return self._refresh_or(None)  # our offsets or validation may be stale: re-plan on the latest state
         return RETRY
 
     def _write_segments(self, tables: dict[int, pa.Table]) -> tuple[list, OSError | None]:
@@ -823,7 +835,8 @@ class Committer:
         """A Delta checkpoint, then expired-log cleanup. Locally: delta-rs through ``_dt``, at the latest
         version. On an object store, where delta-rs would read every commit since the last checkpoint twice
         (four GETs each), at ``version``, from a local copy of the log that our own commits' ``bodies`` fill
-        (:func:`write_checkpoint`); the cleanup then goes through a handle loaded from that checkpoint."""
+        (:func:`write_checkpoint`); the cleanup, at most every :data:`LOG_CLEANUP_MIN_INTERVAL_S`, through a
+        handle loaded from that checkpoint."""
         from deltalake import DeltaTable
 
         try:
@@ -837,9 +850,11 @@ class Committer:
             fetched = write_checkpoint(self.root, self.root.path_for("topics", self.topic), version, bodies,
                                        self._mirror)
             log.debug("checkpoint of %s at version %d: %d commits read back", self.topic, version, fetched)
-            retry_listing_gaps(lambda: DeltaTable(self.root.uri_for("topics", self.topic),
-                                                  storage_options=self.root.storage_options,
-                                                  without_files=True)).cleanup_metadata()
+            if time.monotonic() - self._cleaned_at >= LOG_CLEANUP_MIN_INTERVAL_S:
+                self._cleaned_at = time.monotonic()
+                retry_listing_gaps(lambda: DeltaTable(self.root.uri_for("topics", self.topic),
+                                                      storage_options=self.root.storage_options,
+                                                      without_files=True)).cleanup_metadata()
         except Exception as e:  # a checkpoint only speeds up readers; the commits stand
             log.warning("checkpoint of %s after version %d failed: %s", self.topic, version, _describe(e))
 
