@@ -85,7 +85,7 @@ DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 CHECKPOINT_MIN_INTERVAL_S = 10.0
 # On object stores: expired-log cleanup (Delta's delta.logRetentionDuration, 30 days by default) at most this often
 # per writer, not after every checkpoint: it loads the table afresh and lists its log, a burst of requests that
-# under the S3 Standard profile made the p99 of produce 3x (BENCHMARKS.md), to find files that expire by the day.
+# tripled the p99 of produce at half rate (docs/storage.md), to find files that expire by the day.
 LOG_CLEANUP_MIN_INTERVAL_S = 3600.0
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
