@@ -81,12 +81,12 @@ class LeaseKeeper:
         for (topic, partition), node in assign(pairs, list(self._fronts), holders).items():
             if node != me:
                 continue
-            held = self.log.lease(topic, partition)
-            if held is None or held.node_id != me:
+            held = holders.get((topic, partition))  # as of this pass's snapshot: one look at the log per topic
+            if held != me:
                 try:
                     self.log.take_lease(topic, partition)
                     log.warning("node %d took the lease of %s partition %d (was %s)", me, topic, partition,
-                                "nobody" if held is None else f"node {held.node_id}")
+                                "nobody" if held is None else f"node {held}")
                 except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
                     log.warning("taking the lease of %s partition %d: %s", topic, partition, e)
         self.passes += 1
