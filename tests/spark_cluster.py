@@ -48,39 +48,58 @@ def standalone(tmp_path_factory):
 
 def run_standalone(logs: Path, env: dict[str, str], bin_dir: Path):
     """Start a master and a worker with ``bin_dir``'s ``spark-class`` in ``env``; yield ``(master URL, logs)`` once
-    the worker registered, then kill both."""
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [str(bin_dir / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-             "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
-            stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(
-            [str(bin_dir / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-             "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g",
-             "--work-dir", str(logs / "work")], env=env, start_new_session=True,
-            stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5))
-                if state.get("aliveworkers", 0) >= 1:
-                    break
-            except OSError:
-                pass
+    the worker registered, then kill both.
+
+    Their ports are picked free, but another process (a test's Spark UI) may take one before a daemon binds it.
+    The daemons do not fall back to the next port (``spark.port.maxRetries=0``: the UI polled here is then the
+    master's, not a stranger's), and a daemon that could not bind is started again on new ports (3 tries).
+    """
+    # No REST submission server either: its fixed port (6066) would be taken by the master of a test run alongside.
+    opts = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} -Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false"
+    env = {**env, "SPARK_DAEMON_JAVA_OPTS": opts.strip()}
+    for _ in range(3):
+        procs: list[subprocess.Popen] = []
+        try:
+            master = _start_cluster(logs, env, bin_dir, procs)
+            if master is not None:
+                yield master, logs
+                return
+        finally:
             for p in procs:
-                assert p.poll() is None, f"a Spark daemon died: {(logs / 'master.log').read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "the standalone worker never registered"
-            time.sleep(1)
-        yield f"spark://127.0.0.1:{port}", logs
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait(timeout=60)
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(timeout=60)
+    pytest.fail(f"the standalone cluster did not start in 3 tries: {(logs / 'master.log').read_text()[-2000:]}")
+
+
+def _start_cluster(logs: Path, env: dict[str, str], bin_dir: Path, procs: list) -> str | None:
+    """The master URL once a worker registered; None if a daemon exited or failed to bind first (a port taken
+    under it)."""
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    procs.append(subprocess.Popen(
+        [str(bin_dir / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
+        stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT))
+    procs.append(subprocess.Popen(
+        [str(bin_dir / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+         "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g",
+         "--work-dir", str(logs / "work")], env=env, start_new_session=True,
+        stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + 240
+    while True:
+        try:
+            state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5))
+            if state.get("aliveworkers", 0) >= 1:
+                return f"spark://127.0.0.1:{port}"
+        except (OSError, ValueError):  # not up yet (a ValueError: not JSON, not yet the master's page)
+            pass
+        if any(p.poll() is not None for p in procs) or any(
+                "BindException" in (logs / name).read_text(errors="replace") for name in ("master.log", "worker.log")):
+            return None  # a daemon that failed to bind may also live on without its service
+        assert time.monotonic() < deadline, "the standalone worker never registered"
+        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
