@@ -142,16 +142,15 @@ class Log:
             # This process's writer knows its own commits: start from its state rather than read them back
             # (on an object store a GET each, every time the front's metadata cache refreshes).
             base = self._writer_snapshot(topic, cached)
-            if not self._has_commit(topic, (base or cached).version + 1):
-                if base is not None:
-                    snap = base
-                elif cached.version >= 0 and not self.catalog.table_exists(topic):  # its files removed by hand
-                    self._forget(topic)
-                    raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
-                else:
-                    return cached
-            else:
+            if self._has_commit(topic, (base or cached).version + 1):
                 snap = advance(self.root, base or cached.copy())
+            elif base is not None:
+                snap = base
+            elif cached.version >= 0 and not self.catalog.table_exists(topic):  # its files removed by hand
+                self._forget(topic)
+                raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self.root.uri}")
+            else:
+                return cached
             if snap.deleted:  # deleted since: a later create starts from a fresh snapshot of the new incarnation
                 with self._lock:
                     self._snapshots.pop(topic, None)
@@ -170,12 +169,9 @@ class Log:
         if committer is None or not lock.acquire(blocking=False):
             return None
         try:
-            snap = committer.committed_snapshot()
+            return committer.committed_snapshot(after=cached)
         finally:
             lock.release()
-        if snap is None or snap.version <= cached.version or snap.topic_id != cached.topic_id:
-            return None
-        return snap
 
     def _has_commit(self, topic: str, version: int) -> bool:
         from pyarrow.fs import FileType

@@ -351,18 +351,25 @@ def test_pipelined_commit_that_loses_its_version_to_another_writer(proxy, other_
     assert find_orphan_files(root, "t") == []
 
 
+def snapshot_after_three_appends(proxy: S3FaultProxy, writer: Log, reader: Log):
+    """``reader``'s snapshot of ``t`` after ``writer`` appended 3 commits to ``seeded``'s topic, with the
+    proxy's log holding only what that snapshot read."""
+    before = reader.snapshot("t").version
+    for i in range(3):
+        writer.append_batches("t", batch(i))
+    proxy.log.clear()
+    after = reader.snapshot("t")
+    assert after.version == before + 3 and after.high_watermark(0) == 11
+    return after
+
+
 def test_reading_new_commits_on_s3_is_one_get_per_commit(proxy):
     """A reader catching up replays each new commit with one GET (pyarrow's S3 reads are a HEAD and a GET),
     in windows of 1, 2, 4, ... commits read at once."""
     root = faulty_root(proxy)
-    log, acks = seeded(root)
+    log, _ = seeded(root)
     reader = Log(root)
-    before = reader.snapshot("t").version
-    for i in range(3):
-        acks.append(ack_of(log.append_batches("t", batch(i))[0], i))
-    proxy.log.clear()
-    after = reader.snapshot("t")
-    assert after.version == before + 3 and after.high_watermark(0) == 11
+    snapshot_after_three_appends(proxy, log, reader)
     commit_reads = [(m, t) for m, t, _ in proxy.log if COMMIT_FILE.search(t)]
     # windows of 1, 2 and 4: the 3 new commits, and 4 probes past the end read at once with the third
     assert [m for m, _ in commit_reads].count("GET") == 7
@@ -373,20 +380,16 @@ def test_a_writers_own_commits_are_not_read_back_by_its_snapshots(proxy):
     """``Log.snapshot`` (the front's metadata cache, its readers) starts from the process's writer's state:
     the writer's own commits cost no GET; another writer's commit after them is read as usual."""
     root = faulty_root(proxy)
-    log, acks = seeded(root)
-    before = log.snapshot("t").version
-    for i in range(3):
-        acks.append(ack_of(log.append_batches("t", batch(i))[0], i))
-    proxy.log.clear()
-    after = log.snapshot("t")
-    assert after.version == before + 3 and after.high_watermark(0) == 11
+    log, _ = seeded(root)
+    after = snapshot_after_three_appends(proxy, log, log)
+    version = after.version
     assert not [t for m, t, _ in proxy.log if m == "GET" and COMMIT_FILE.search(t)]
     other = Log(root).append_batches("t", [PartitionBatch(1, normalize_records([{"value": b"o"}]))])[0]
     proxy.log.clear()
     latest = log.snapshot("t")
     assert latest.version == after.version + 1 and latest.high_watermark(1) == other.base_offset + 1 == 1
     assert [t for m, t, _ in proxy.log if m == "GET" and COMMIT_FILE.search(t)]  # read: not this writer's
-    assert after.version == before + 3  # the shared snapshot handed out before is not changed
+    assert after.version == version  # the shared snapshot handed out before is not changed
 
 
 def test_a_sequential_consumer_on_s3_reads_each_segment_once_ahead_and_in_order(proxy):

@@ -94,7 +94,3 @@ def write_checkpoint(root: StorageRoot, table_path: str, version: int, bodies: M
     for name in (*checkpoint_names(version, None), "_last_checkpoint"):
         put_object(root, f"{table_path}/_delta_log/{name}", (log_dir / name).read_bytes())
     return fetched
-
-
-def remove_mirror(mirror: Path) -> None:
-    shutil.rmtree(mirror, ignore_errors=True)

@@ -35,13 +35,14 @@ import json
 import logging
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
-import tempfile
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ import pyarrow.compute as pc
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicId,
                             UnknownTopicOrPartition, storage_error)
-from lakelog.storage.delta_checkpoint import remove_mirror, write_checkpoint
+from lakelog.storage.delta_checkpoint import write_checkpoint
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
                                        retry_listing_gaps)
@@ -254,10 +255,14 @@ class Committer:
         self._stale = False
         self._start_maintenance()
 
-    def committed_snapshot(self) -> TopicSnapshot | None:
-        """A copy of the snapshot, when it is the log as committed up to its version (not stale, the topic not
-        gone); call with the topic's lock held."""
-        return None if self._stale or self.gone else self.snapshot.copy()
+    def committed_snapshot(self, after: TopicSnapshot) -> TopicSnapshot | None:
+        """A copy of the snapshot when it is the log as committed up to its version (not stale, the topic not
+        gone) and newer than ``after``, of the same incarnation; else None, without copying. Call with the
+        topic's lock held."""
+        snap = self.snapshot
+        if self._stale or self.gone or snap.version <= after.version or snap.topic_id != after.topic_id:
+            return None
+        return snap.copy()
 
     def close(self) -> None:
         """Let a running checkpoint or index store finish, then persist the index as it is now."""
@@ -265,7 +270,7 @@ class Committer:
         if self._maintainer is not None:
             self._maintainer.join()
         if self._mirror is not None:
-            remove_mirror(self._mirror)
+            shutil.rmtree(self._mirror, ignore_errors=True)
         self.persist()
 
     def persist(self) -> None:
@@ -512,8 +517,7 @@ class Committer:
             outcome = (self._after_conflict(flight.commit_id, flight.txns, flight.version)
                        if flight.attempt < MAX_COMMIT_RETRIES else self._refresh_or(None))
             if outcome is RETRY:  # the same commit, files and offsets at the next version: nothing re-uploaded
-                self._send(Launch(flight.groups, flight.commit_id, self.snapshot.version + 1, flight.added,
-                                  flight.txns, flight.info, flight.body, flight.attempt + 1))
+                self._send(replace(flight, version=self.snapshot.version + 1, attempt=flight.attempt + 1, put=None))
                 return
             if outcome is None and flight.commit_id not in self.snapshot.recent_commit_ids:
                 # another writer's commit set our app ids (or the metadata): nothing of ours landed, and our
@@ -789,7 +793,7 @@ class Committer:
         if not self.root.is_local:
             self._bodies[version] = body
             if len(self._bodies) > MAX_HELD_BODIES:  # no checkpoint for long: the oldest will be read back
-                del self._bodies[min(self._bodies)]
+                del self._bodies[next(iter(self._bodies))]  # versions come in order
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         now = time.monotonic()
         last_version, last_time = self._checkpointed
