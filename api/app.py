@@ -33,8 +33,8 @@ from api.body_limit import BodyLimit
 from api.errors import UnexpectedErrors, install_error_handlers
 from api.metrics import Metrics, RequestTimer
 from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
-from api.routers import (bench, fetch, groups, health, members, producers, records, topics, transactions,
-                         v3_clusters, v3_groups, v3_records, v3_topics)
+from api.routers import (bench, fetch, groups, handoffs, health, members, producers, records, topics,
+                         transactions, v3_clusters, v3_groups, v3_records, v3_topics)
 from api.routers.v3_records import PRODUCE_DATA_SCHEMA
 from api.v3.produce_lane import ROUTE as V3_PRODUCE_ROUTE, V3ProduceLane
 from api.v3.resources import cluster_id_for
@@ -52,13 +52,19 @@ StartHook = Callable[[State], Awaitable[Callable[[], Awaitable[None]]]]
 
 
 def _lease_keeper(log: Log, settings: Settings):
+    """Start keeping this front's share of partition leases; topics' commits go through their committer fronts
+    (``log.forwarder``), set before the first lease is taken."""
+    from lakelog.cluster.cluster_secret import cluster_secret
+    from lakelog.cluster.commit_forwarder import CommitForwarder
     from lakelog.cluster.lease_keeper import LeaseKeeper
     from lakelog.cluster.membership import FrontInfo, Membership
 
     host, _, port = (settings.kafka_advertised or "").rpartition(":")
     me = FrontInfo(settings.node_id, f"http://{settings.host}:{settings.port}", host or None,
                    int(port) if port.isdigit() else None)
-    return LeaseKeeper(log, Membership(log.root, me, settings.front_session_timeout_ms)).start()
+    keeper = LeaseKeeper(log, Membership(log.root, me, settings.front_session_timeout_ms))
+    log.forwarder = CommitForwarder(keeper, cluster_secret(log.root))
+    return keeper.start()
 
 
 def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook] = ()) -> FastAPI:
@@ -107,6 +113,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
         app.state.leases = None
         if settings.node_id is not None:  # several fronts on one root: keep this front's share of leases
             app.state.leases = await run_in_threadpool(_lease_keeper, log, settings)
+            app.state.cluster_secret = log.forwarder.secret
         stops = [await hook(app.state) for hook in on_start]
         gc.freeze()
         try:
@@ -120,6 +127,8 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
                 await run_in_threadpool(app.state.leases.stop)
             await run_in_threadpool(accumulator.close)
             await run_in_threadpool(log.close)
+            if log.forwarder is not None:
+                await run_in_threadpool(log.forwarder.close)
 
     app = FastAPI(title="lakelog", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
@@ -128,7 +137,7 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
     app.state.metrics = metrics
     app.state.authorizer = authorizer
     install_error_handlers(app)
-    for module in (health, topics, records, fetch, producers, transactions, groups, members,
+    for module in (health, topics, records, fetch, producers, transactions, groups, members, handoffs,
                    v3_clusters, v3_topics, v3_records, v3_groups):
         app.include_router(module.router)
     console.install(app)

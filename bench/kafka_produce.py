@@ -67,8 +67,10 @@ def _values(n: int) -> list[bytes]:
     return [base[i % 64:i % 64 + VALUE_BYTES] for i in range(n)]
 
 
-def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0) -> tuple[float, list[float]]:
-    """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends."""
+def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0,
+                      config: dict | None = None) -> tuple[float, list[float]]:
+    """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends; ``config`` overrides the
+    producer's settings."""
     from confluent_kafka import Producer
 
     # Throughput runs ask librdkafka for failed deliveries only (delivery.report.only.error): a Python callback
@@ -76,7 +78,7 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
     # Failures still reach ``done`` and fail the run.  The paced latency run takes every report.
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "acks": "all",
                   "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
-                  "batch.size": 1_000_000, "delivery.report.only.error": not interval_s})
+                  "batch.size": 1_000_000, "delivery.report.only.error": not interval_s, **(config or {})})
     values = _values(1024)
     latencies: list[float] = []
     errors = []

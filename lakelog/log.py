@@ -59,6 +59,9 @@ class Log:
         self.node_id = None if node_id is None else check_node_id(node_id)
         #: node id -> how errors name that front (its addresses); set by the lease keeper
         self.describe_node: Callable[[int], str] | None = None
+        #: hands commits to each topic's committer front (lakelog/cluster/commit_forwarder.py); set by the
+        #: front before any topic is written, None for a lone writer
+        self.forwarder = None
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
         self.sticky = StickyPartitioner()
@@ -202,8 +205,9 @@ class Log:
         committer = self._committers[topic][1]
         if committer is None:
             # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
-            committer = Committer(self.root, topic, self.registry, None if is_internal(topic) else self.node_id,
-                                  self.describe_node, lock)
+            leased = not is_internal(topic)
+            committer = Committer(self.root, topic, self.registry, self.node_id if leased else None,
+                                  self.describe_node, lock, self.forwarder if leased else None)
             with self._lock:
                 self._committers[topic] = (lock, committer)
         return committer
@@ -216,6 +220,12 @@ class Log:
                 self._committers[topic] = (lock, None)
                 self._snapshots.pop(topic, None)
         return results
+
+    def accept_handoff(self, topic: str, handoff) -> Future:
+        """Another front's commit to ``topic``, to make in our next one (:meth:`Committer.accept`)."""
+        lock, _ = self._committer(topic)
+        with lock:
+            return self._open_committer(topic, lock).accept(handoff)
 
     def append_pipelined(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
         """:meth:`append_batches`, pipelined on object stores: returns once ``batches`` are planned on top of the

@@ -96,7 +96,8 @@ def test_s3_jobs_runs_end_to_end(tmp_path):
 
 
 def test_s3_fronts_runs_end_to_end(tmp_path):
-    """One front, then two, on an S3 root behind the latency proxy: both rows and the ratio."""
+    """One front, then two, on an S3 root behind the latency proxy, under each load: both rows and the ratio."""
     section = bench_section(tmp_path, "s3_fronts", 600)
-    assert re.search(r"\| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \|", section), section
-    assert re.search(r"\| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \|", section), section
+    for load in ("latency-bound", "defaults"):
+        assert re.search(rf"\| {load} \| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \|", section), section
+        assert re.search(rf"\| {load} \| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \|", section), section

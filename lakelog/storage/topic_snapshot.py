@@ -45,6 +45,8 @@ LSO_APP = "lakelog.lso."
 CHECKPOINT_APP = "lakelog.cleaner."
 PRODUCER_BATCHES_KEY = "lakelog.producerBatches"
 COMMIT_ID_KEY = "lakelog.commitId"
+# The commit ids of other fronts' commits that one front made for them (writer/commit_handoff.py): a JSON list.
+HANDED_COMMIT_IDS_KEY = "lakelog.commitIds"
 OPERATION_KEY = "lakelog.operation"
 INDEX_DIR = "_lakelog/index"
 INDEX_FILES_KEPT = 3
@@ -163,11 +165,12 @@ class TopicSnapshot:
         if rows:
             for row in json.loads(rows) if isinstance(rows, str) else rows:
                 self.producers.apply(BatchMetadata.from_row(row))
-        cid = commit.commit_info.get(COMMIT_ID_KEY)
-        if cid:
-            self.recent_commit_ids[cid] = commit.version
-            if len(self.recent_commit_ids) > 1000:
-                self.recent_commit_ids.pop(next(iter(self.recent_commit_ids)))
+        handed = commit.commit_info.get(HANDED_COMMIT_IDS_KEY)
+        for cid in [commit.commit_info.get(COMMIT_ID_KEY), *(handed if isinstance(handed, list) else ())]:
+            if cid and isinstance(cid, str):
+                self.recent_commit_ids[cid] = commit.version
+        while len(self.recent_commit_ids) > 1000:
+            self.recent_commit_ids.pop(next(iter(self.recent_commit_ids)))
         self.version = commit.version
 
     def copy(self) -> "TopicSnapshot":

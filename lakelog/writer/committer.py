@@ -18,6 +18,10 @@ The commit file is written directly (:meth:`Committer._commit_direct`), put-if-a
 or S3, with the actions and conflict rule delta-rs would use, and applied to our snapshot from what we
 wrote; delta-rs commits only for a table whose protocol asks more of a writer.
 
+When several fronts share the root, one of them -- the holder of partition 0's lease -- makes a topic's commits:
+the others upload their segments and hand it the rest (:mod:`lakelog.writer.commit_handoff`), so the fronts do
+not race for every version of the one table.
+
 On an object store the accumulator pipelines group commits (:meth:`Committer.stage`): each group's offsets
 are planned on top of the groups staged before it and its segments upload at once, while earlier groups'
 uploads and commit PUTs are in flight. Commits stay strictly ordered -- a group's PUT starts only once the
@@ -45,6 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,15 +59,16 @@ from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError,
                             UnknownTopicOrPartition, storage_error)
 from lakelog.storage.delta_checkpoint import write_checkpoint
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
-from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, read_tail,
-                                       retry_listing_gaps)
+from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, parse_commit, read_commit,
+                                       read_tail, retry_listing_gaps)
 from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.storage.producer_state import AppendInfo, BatchMetadata, last_sequence
 from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY, TopicSnapshot, advance,
-                                    leo_app, load_snapshot, store_index)
+from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, HANDED_COMMIT_IDS_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY,
+                                            TopicSnapshot, advance, leo_app, load_snapshot, store_index)
+from lakelog.writer.commit_handoff import AddAction as HandedAdd, Handoff, HandoffAnswer, HandoffRejected, encode
 from lakelog.writer.records import INPUT_SCHEMA, normalize_records, validate_records
 from lakelog.writer.segment_writer import delete_quietly, write_segment
 
@@ -78,6 +84,9 @@ PERSIST_EVERY = 64
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 MAX_HELD_BODIES = 4096  # commit bodies kept for the next checkpoint on an object store (a few KB each)
+# Our latest commits' bodies, kept to answer handoffs with the commits since their sender's snapshot (the sender
+# reads older ones from the store), and which of them carried handoffs (with the app ids those set).
+RECENT_BODIES = 256
 RETRY = "retry"  # _after_conflict: the same commit at the next version
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
 # On object stores: a checkpoint at most this often per topic. delta-rs reads the log tail since the last checkpoint
@@ -198,13 +207,16 @@ class Launch:
     body: bytes
     attempt: int = 0
     put: Future | None = None
+    handed: list[tuple[Handoff, Future]] = field(default_factory=list)  # other fronts' commits riding along
+    forwarded: bool = False  # handed to the topic's committer front instead of PUT (``put`` is that call)
 
 
 class Committer:
     """Appends batches to one topic table with offset fencing and idempotence."""
 
     def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
-                 node_id: int | None = None, describe_node=None, lock: threading.Lock | None = None) -> None:
+                 node_id: int | None = None, describe_node=None, lock: threading.Lock | None = None,
+                 forwarder=None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -213,6 +225,9 @@ class Committer:
         self.registry = registry or ProducerRegistry(root)
         self.node_id = node_id  # set: append only to partitions whose lease this node holds (partition_lease.py)
         self._describe_node = describe_node or (lambda node: f"node {node}")  # node id -> "node 2 (its address)"
+        # Several fronts: ``committer_front(snapshot) -> URL | None`` and ``hand_off(url, topic, data) -> Future``
+        # (lakelog/cluster/commit_forwarder.py); None: this writer makes all its commits itself.
+        self._forwarder = forwarder
         snap = load_snapshot(root, topic)
         if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
@@ -236,6 +251,9 @@ class Committer:
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
+        self._handed: deque[tuple[Handoff, Future]] = deque()  # handoffs waiting for our next commit
+        self._recent: dict[int, bytes] = {}  # our last RECENT_BODIES commits' bodies (object stores)
+        self._handed_apps: dict[int, frozenset[str]] = {}  # our commits that carried handoffs -> their app ids
         self._nudge_guard = threading.Lock()
         self._nudge_queued = False
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
@@ -373,7 +391,8 @@ class Committer:
         commit; its ``future`` resolves when that commit is concluded. Uploads and PUTs move the pipeline on
         from their own threads, under the topic's lock (:meth:`_advance`).
         """
-        after = self._pipeline[-1] if self._pipeline else self._flight.groups[-1] if self._flight else None
+        after = self._pipeline[-1] if self._pipeline else (
+            self._flight.groups[-1] if self._flight is not None and self._flight.groups else None)
         if (self.root.is_local or not self._direct or self._stale or self._lock is None
                 or any(b.transaction is not None or not 0 <= b.partition < self.snapshot.partition_count
                        for b in batches)):
@@ -430,35 +449,42 @@ class Committer:
                 if not self._flight.put.done():
                     return
                 flight, self._flight = self._flight, None
-                self._guarded(self._conclude, flight, flight.groups)
+                self._guarded(lambda: self._conclude(flight), flight.groups, flight.handed)
                 continue  # concluding may have sent it again, at the next version
             ready = []
             for g in self._pipeline:
                 if not all(f.done() for f in g.uploads):
                     break
                 ready.append(g)
-            if not ready:
+            if not ready and not self._handed:
                 return
             for _ in ready:
                 self._pipeline.popleft()
-            self._guarded(self._launch, ready, ready)
+            handed = list(self._handed)
+            self._handed.clear()
+            self._guarded(lambda: self._launch(ready, handed), ready, handed)
 
-    def _guarded(self, step, arg, groups: list[StagedGroup]) -> None:
-        """Run a pipeline step; if it raises, its groups fail retriably (no future is left unresolved)."""
+    def _guarded(self, step, groups: list[StagedGroup], handed: list[tuple[Handoff, Future]]) -> None:
+        """Run a pipeline step; if it raises, its groups fail retriably and its handoffs' outcome is unknown (no
+        future is left unresolved)."""
         try:
-            step(arg)
+            step()
         except Exception as e:
             log.warning("pipelined commit of %s failed: %s", self.topic, _describe(e))
             self._stale = True  # look at the log again before the next append
+            error = KafkaStorageError(f"committing to {self.topic} failed (retry)")
             for g in groups:
                 if not g.future.done():
-                    g.future.set_result(self._fail_pending(
-                        g.results, g.plan, KafkaStorageError(f"committing to {self.topic} failed (retry)")))
+                    g.future.set_result(self._fail_pending(g.results, g.plan, error))
+            for _, done in handed:
+                if not done.done():
+                    done.set_exception(error)
 
     def drain(self) -> None:
-        """Conclude every staged group, in order, waiting for their uploads and PUTs (lock held)."""
-        while self._flight is not None or self._pipeline:
-            waits = [self._flight.put] if self._flight is not None else self._pipeline[0].uploads
+        """Conclude every staged group and handoff, in order, waiting for their uploads and PUTs (lock held)."""
+        while self._flight is not None or self._pipeline or self._handed:
+            waits = ([self._flight.put] if self._flight is not None
+                     else self._pipeline[0].uploads if self._pipeline else [])
             for f in waits:
                 try:
                     f.exception()
@@ -466,41 +492,121 @@ class Committer:
                     pass
             self._advance()
 
-    def _launch(self, groups: list[StagedGroup]) -> None:
-        """Send ``groups`` (uploaded, consecutive) in one commit PUT; or, when what the first was planned on
-        did not land as planned, or an upload failed, resolve them now: a failed group with a storage error,
-        the others appended again, in order, the plain way, on what did land."""
-        failures = [g.uploaded() for g in groups]
-        after, base = groups[0].after, groups[0].base
-        if after is not None:
-            base = after.version if after.landed else -2
-        if self._stale or self.snapshot.version != base or any(failures):
-            for g, failure in zip(groups, failures):
-                delete_quietly(self.root, self.topic, [a.path for a in g.adds])
-                if failure is not None:
-                    log.warning("writing segments of %s failed: %s", self.topic, failure)
-                    g.future.set_result(self._fail_pending(g.results, g.plan, storage_error(failure)))
-                else:
-                    g.future.set_result(self._append(g.batches))
+    def _launch(self, groups: list[StagedGroup], handed: list[tuple[Handoff, Future]]) -> None:
+        """Send ``groups`` (uploaded, consecutive) and the ``handed`` commits of other fronts that still fit the
+        log in one commit PUT (or hand it on: :meth:`_send`). Groups whose plan no longer holds -- what the
+        first was planned on did not land as planned, or a commit not ours (or one of ours that carried
+        handoffs setting their app ids) landed since -- or whose upload failed are resolved now: a failed
+        group with a storage error, the others appended again, in order, the plain way, on what did land."""
+        if handed and max(h.known_version for h, _ in handed) > self.snapshot.version:
+            self._stale = True  # a sender has seen commits we have not: look before judging its handoff
+        if groups:
+            failures = [g.uploaded() for g in groups]
+            after, base = groups[0].after, groups[0].base
+            if after is not None:
+                base = after.version if after.landed else -2
+            apps = set().union(*(g.txns for g in groups))
+            if self._stale or not self._only_handoffs_since(base, apps) or any(failures):
+                for g, failure in zip(groups, failures):
+                    delete_quietly(self.root, self.topic, [a.path for a in g.adds])
+                    if failure is not None:
+                        log.warning("writing segments of %s failed: %s", self.topic, failure)
+                        g.future.set_result(self._fail_pending(g.results, g.plan, storage_error(failure)))
+                    else:
+                        g.future.set_result(self._append(g.batches))
+                groups = []
+        if handed and self._stale and isinstance(error := self._refresh_or(None), KafkaError):
+            for _, done in handed:
+                done.set_exception(HandoffRejected(error))
             return
-        commit_id = uuid.uuid4().hex
         txns: dict[str, int] = {}
         for g in groups:
             txns.update(g.txns)  # a later group's log end is the partition's
-        meta = _commit_meta([row for g in groups for row in g.producer_rows], commit_id)
-        body, added, info = _commit_body([a for g in groups for a in g.adds], txns, meta)
-        groups[0].after = None  # concluded: let it go
-        self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body))
+        rows = [row for g in groups for row in g.producer_rows]
+        added = [_add_action(a) for g in groups for a in g.adds]
+        taken = []
+        for h, done in handed:
+            if (problem := self._handoff_problem(h, txns)) is not None:
+                done.set_exception(HandoffRejected(problem))
+                continue
+            txns.update(h.txns)
+            rows.extend(h.producer_rows)
+            added.extend(msgspec.structs.asdict(a) for a in h.adds)
+            taken.append((h, done))
+        if not groups and not taken:
+            return
+        commit_id = uuid.uuid4().hex
+        meta = _commit_meta(rows, commit_id, [h.commit_id for h, _ in taken])
+        body, info = _commit_body(added, txns, meta)
+        if groups:
+            groups[0].after = None  # concluded: let it go
+        self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body, handed=taken))
+
+    def _only_handoffs_since(self, base: int, apps: set[str]) -> bool:
+        """Whether every commit after ``base`` is one of ours that carried only handoffs, none setting ``apps``."""
+        if base < 0 or base > self.snapshot.version:
+            return False
+        for v in range(base + 1, self.snapshot.version + 1):
+            carried = self._handed_apps.get(v)
+            if carried is None or carried & apps:
+                return False
+        return True
+
+    def _handoff_problem(self, h: Handoff, txns: dict[str, int]) -> KafkaError | None:
+        """Why a handoff cannot go in our next commit (planned on a log other than ours plus ``txns``), or None."""
+        snap = self.snapshot
+        if (gone := self._fenced_by_delete(snap)) is not None:
+            return gone
+        if h.topic_id != snap.topic_id:
+            return UnknownTopicId(f"topic {self.topic} has topic id {snap.topic_id}, not {h.topic_id}")
+        for app, planned in h.expect.items():
+            if (now := txns.get(app, snap.txn(app))) != planned:
+                return NotLeaderOrFollower(f"{app} of {self.topic} is {now}; the commit handed over was planned "
+                                           f"on {planned}")
+        if any(int(app.rsplit(".", 1)[1]) >= snap.partition_count for app in h.txns):
+            return UnknownTopicOrPartition(f"a partition of {self.topic} handed over does not exist")
+        return None
+
+    def accept(self, handoff: Handoff) -> Future:
+        """Take another front's commit into our next one (topic's lock held): the future resolves with a
+        :class:`HandoffAnswer` once that commit landed, or with :class:`HandoffRejected` if it will never
+        land, or another error if its outcome is unknown. Rejected at once unless this writer pipelines its
+        commits and takes itself for the topic's committer front (so two fronts never wait on each other)."""
+        done: Future = Future()
+        if (self.root.is_local or not self._direct or self._lock is None or self._forwarder is None
+                or self._forwarder.committer_front(self.snapshot) is not None):
+            done.set_exception(HandoffRejected(NotLeaderOrFollower(
+                f"this front does not make the commits of {self.topic}; commit directly")))
+            return done
+        self._handed.append((handoff, done))
+        self._advance()
+        return done
 
     def _send(self, flight: Launch) -> None:
-        flight.put = _commits().submit(put_if_absent, self.root, commit_path(f"topics/{self.topic}", flight.version),
-                                       flight.body, fsync=False)
+        """PUT the commit; or, on a front that is not the topic's committer front and carries no handoff itself,
+        hand it to that front."""
+        url = None
+        if self._forwarder is not None and not flight.handed and flight.attempt == 0:
+            url = self._forwarder.committer_front(self.snapshot)
+        if url is not None:
+            flight.forwarded = True
+            handoff = Handoff(self.topic_id, flight.commit_id, self.snapshot.version,
+                              [HandedAdd(**a) for a in flight.added], flight.txns,
+                              {app: self.snapshot.txn(app) for app in flight.txns},
+                              [row for g in flight.groups for row in g.producer_rows])
+            flight.put = self._forwarder.hand_off(url, self.topic, encode(handoff))
+        else:
+            flight.put = _commits().submit(put_if_absent, self.root,
+                                           commit_path(f"topics/{self.topic}", flight.version), flight.body,
+                                           fsync=False)
         self._flight = flight
         flight.put.add_done_callback(self._nudge_later)
 
     def _conclude(self, flight: Launch) -> None:
-        """Apply a commit whose PUT has answered to the snapshot and resolve its groups, as
+        """Apply a commit whose PUT has answered to the snapshot and resolve its groups and handoffs, as
         :meth:`_commit_direct` would: a conflict is looked up by commit id, an unknown outcome too."""
+        if flight.forwarded:
+            return self._conclude_handoff(flight)
         error = flight.put.exception()
         if error is None:
             landed = True
@@ -512,6 +618,10 @@ class Committer:
                 self._stale = True
             else:
                 self._after_direct_commit(flight.version, flight.body)
+            if flight.handed:
+                self._handed_apps[flight.version] = frozenset(app for h, _ in flight.handed for app in h.txns)
+                while len(self._handed_apps) > RECENT_BODIES:
+                    del self._handed_apps[next(iter(self._handed_apps))]
             outcome = True
         elif isinstance(error, CommitConflict):  # the version is taken -- perhaps by our own PUT, retried by the store
             outcome = (self._after_conflict(flight.commit_id, flight.txns, flight.version)
@@ -521,22 +631,70 @@ class Committer:
                 return
             if outcome is None and flight.commit_id not in self.snapshot.recent_commit_ids:
                 # another writer's commit set our app ids (or the metadata): nothing of ours landed, and our
-                # offsets may be taken; append the plain way on what did land
-                for g in flight.groups:
-                    delete_quietly(self.root, self.topic, [a.path for a in g.adds])
-                    g.future.set_result(self._append(g.batches))
+                # offsets may be taken; append the plain way on what did land (the handoffs' senders too)
+                for _, done in flight.handed:
+                    done.set_exception(HandoffRejected(NotLeaderOrFollower(
+                        f"another writer's commit to {self.topic} took the offsets planned on")))
+                self._replan(flight.groups)
                 return
             outcome = outcome or True
             landed = self.snapshot.version == flight.version
         else:  # the PUT's outcome is unknown: look for it by its commit id
             outcome = self._unknown_outcome(error, flight.commit_id)
             landed = self.snapshot.version == flight.version
+        self._resolve(flight, outcome, landed)
+        for h, done in flight.handed:
+            if outcome is True:
+                done.set_result(HandoffAnswer(flight.version, [
+                    (v, self._recent[v].decode()) for v in range(h.known_version + 1, flight.version + 1)
+                    if v in self._recent]))
+            else:  # unknown: the sender looks for its commit id
+                done.set_exception(outcome)
+
+    def _resolve(self, flight: Launch, outcome, landed: bool) -> None:
         for g in flight.groups:
             if outcome is True:
                 g.version, g.landed = flight.version, landed and not self._stale
                 g.future.set_result(self._acknowledge(g.results, g.acked))
             else:  # it may still land: its files stay (orphans are never read)
                 g.future.set_result(self._fail_pending(g.results, g.plan, outcome))
+
+    def _replan(self, groups: list[StagedGroup]) -> None:
+        """Groups none of whose commit landed: their files go, and they are appended again the plain way."""
+        for g in groups:
+            delete_quietly(self.root, self.topic, [a.path for a in g.adds])
+            g.future.set_result(self._append(g.batches))
+
+    def _conclude_handoff(self, flight: Launch) -> None:
+        """A commit handed to the committer front has been answered: catch up to the commit it landed in (from
+        the answer, else the store); or, rejected, append again the plain way; or look for it by its id."""
+        error = flight.put.exception()
+        if isinstance(error, HandoffRejected):
+            log.debug("handoff of a commit to %s rejected: %s", self.topic, error)
+            if isinstance(outcome := self._refresh_or(None), KafkaError):
+                return self._resolve(flight, outcome, False)
+            if flight.commit_id not in self.snapshot.recent_commit_ids:
+                return self._replan(flight.groups)
+            return self._resolve(flight, True, False)
+        if error is not None:
+            return self._resolve(flight, self._unknown_outcome(error, flight.commit_id), False)
+        answer: HandoffAnswer = flight.put.result()
+        held = dict(answer.commits)
+        table = self.root.path_for("topics", self.topic)
+        try:
+            for v in range(self.snapshot.version + 1, answer.version + 1):
+                commit = parse_commit(v, held[v]) if v in held else read_commit(self.root, table, v)
+                if commit is None:
+                    raise LogTailGone(f"commit {v} of {self.topic} is not in the store")
+                self.snapshot.apply(commit)
+            if self.snapshot.recent_commit_ids.get(flight.commit_id) != answer.version:
+                raise ValueError(f"commit {answer.version} of {self.topic} does not carry ours")
+        except (LogTailGone, OSError, ValueError, KeyError) as e:  # committed all the same: look again next time
+            log.warning("catching up with handed commit %d of %s failed: %s", answer.version, self.topic, e)
+            self._stale = True
+        flight.version = answer.version
+        self._resolve(flight, True, self.snapshot.version == answer.version)
+        self._start_maintenance()
 
     def _fenced_by_delete(self, snap: TopicSnapshot) -> KafkaError | None:
         """Kafka's answer to a writer whose topic was deleted (and perhaps recreated) since it started."""
@@ -700,7 +858,8 @@ class Committer:
         (None).  On success our own commit is applied to the snapshot from what we
         wrote: nothing is re-read, and no delta-rs snapshot is rebuilt.
         """
-        body, added, info = _commit_body(adds, txns, meta)
+        added = [_add_action(a) for a in adds]
+        body, info = _commit_body(added, txns, meta)
         for _ in range(MAX_COMMIT_RETRIES):
             version = self.snapshot.version + 1
             try:
@@ -794,6 +953,9 @@ class Committer:
             self._bodies[version] = body
             if len(self._bodies) > MAX_HELD_BODIES:  # no checkpoint for long: the oldest will be read back
                 del self._bodies[next(iter(self._bodies))]  # versions come in order
+            self._recent[version] = body
+            if len(self._recent) > RECENT_BODIES:
+                del self._recent[next(iter(self._recent))]
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         now = time.monotonic()
         last_version, last_time = self._checkpointed
@@ -876,25 +1038,30 @@ class Committer:
         return results
 
 
-def _commit_meta(producer_rows, commit_id: str) -> dict[str, str]:
-    meta = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
+def _commit_meta(producer_rows, commit_id: str, handed_ids: list[str] = ()) -> dict:
+    meta: dict = {COMMIT_ID_KEY: commit_id, OPERATION_KEY: "append"}
     if producer_rows:
         meta[PRODUCER_BATCHES_KEY] = json.dumps(producer_rows)
+    if handed_ids:
+        meta[HANDED_COMMIT_IDS_KEY] = list(handed_ids)
     return meta
 
 
-def _commit_body(adds, txns: dict[str, int], meta: dict[str, str]) -> tuple[bytes, list[dict], dict]:
-    """An append's commit file -- the actions delta-rs would write -- with its add actions and commitInfo."""
+def _add_action(a) -> dict:
+    """A deltalake AddAction as the add action of a commit file."""
+    return {"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
+            "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
+
+
+def _commit_body(added: list[dict], txns: dict[str, int], meta: dict) -> tuple[bytes, dict]:
+    """An append's commit file -- the actions delta-rs would write -- and its commitInfo."""
     now = int(time.time() * 1000)
     info = {"timestamp": now, "operation": "WRITE",
             "operationParameters": {"mode": "Append", "partitionBy": json.dumps([PARTITION_COLUMN])},
             "engineInfo": ENGINE, "clientVersion": ENGINE, "isBlindAppend": True, **meta}
-    added = [{"path": a.path, "partitionValues": dict(a.partition_values), "size": a.size,
-              "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
-             for a in adds]
     body = encode_actions([{"commitInfo": info}, *({"add": a} for a in added),
                            *({"txn": {"appId": app, "version": v, "lastUpdated": now}} for app, v in txns.items())])
-    return body, added, info
+    return body, info
 
 
 @functools.cache

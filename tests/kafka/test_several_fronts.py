@@ -5,8 +5,10 @@ timeout, and librdkafka's idempotent producer carries on with no loss, duplicate
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import uuid
 from collections import Counter
 
 import httpx
@@ -15,6 +17,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from lakelog.log import Log
+from lakelog.storage.delta_log import read_tail
+from lakelog.storage.topic_snapshot import HANDED_COMMIT_IDS_KEY
+from s3_server import BUCKET
 
 from front_process import Front, free_port, new_topic
 
@@ -38,16 +43,32 @@ def wait_for(check, timeout: float, what: str):
         time.sleep(0.2)
 
 
-@pytest.fixture
-def fronts(tmp_path):
-    root = str(tmp_path / "root")
+def start_fronts(root: str, tmp_path, env: dict | None = None) -> list[Front]:
     out = []
+    env = {**(env or {}), "LAKELOG_FRONT_SESSION_TIMEOUT_MS": str(SESSION_MS)}
     for node in (1, 2, 3):
         port = free_port()
-        f = Front(root, tmp_path / f"logs-{node}", env={"LAKELOG_FRONT_SESSION_TIMEOUT_MS": str(SESSION_MS)},
+        f = Front(root, tmp_path / f"logs-{node}", env=env,
                   args=("--node-id", str(node), "--kafka-listener", f"127.0.0.1:{port}"))
         f.bootstrap, f.node = f"127.0.0.1:{port}", node
-        out.append(f.start())
+        out.append(f)
+        f.start()
+    return out
+
+
+@pytest.fixture
+def fronts(tmp_path):
+    out = start_fronts(str(tmp_path / "root"), tmp_path)
+    yield out
+    for f in out:
+        f.stop()
+
+
+@pytest.fixture
+def s3_fronts(tmp_path, s3_env):
+    """Three fronts on a moto root: the pipelined path, where the holder of partition 0's lease makes the topic's
+    commits and the others hand theirs to it (writer/commit_handoff.py)."""
+    out = start_fronts(f"s3://{BUCKET}/fronts-{uuid.uuid4().hex[:12]}", tmp_path, s3_env)
     yield out
     for f in out:
         f.stop()
@@ -72,17 +93,38 @@ def agreed(fronts, topic: str) -> dict[int, int] | None:
 
 
 def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
+    produce_through_a_kill(fronts, lambda first: fronts[1])
+
+
+def test_the_committer_front_killed_on_s3_loses_nothing(s3_fronts):
+    """On an object store the fronts hand their commits to the holder of partition 0's lease; kill -9 that
+    front during produce: its partitions and the commits move to the survivors, nothing acknowledged is lost,
+    duplicated or reordered, and commits made for other fronts carry their ids."""
+    topic = produce_through_a_kill(s3_fronts, lambda first: next(f for f in s3_fronts if f.node == first[0]))
+    log = Log(s3_fronts[0].root)
+    table = log.root.path_for("topics", topic)
+    commits = list(read_tail(log.root, table, -1, log.snapshot(topic).version))
+    handed = [cid for c in commits for cid in c.commit_info.get(HANDED_COMMIT_IDS_KEY, [])]
+    assert handed, "no front handed a commit to the committer front"
+    assert len(handed) == len(set(handed))
+
+
+def produce_through_a_kill(fronts, pick_victim) -> str:
+    """Produce to every partition from one idempotent producer while the front ``pick_victim(leaders)`` is
+    killed; check the leases moved, the partitions produced again and every acknowledged record is there once,
+    in order. Returns the topic."""
     with fronts[0].client() as http:
         topic = new_topic(http, partitions=PARTITIONS)
     bootstrap = ",".join(f.bootstrap for f in fronts)
     first = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
     assert sorted(Counter(first.values()).values()) == [2, 2, 2]
+    victim = pick_victim(first)
+    survivor = next(f for f in fronts if f is not victim)
 
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                   "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
     acked: dict[int, list[int]] = {}
     errors: list = []
-    victim = fronts[1]
     moved = [q for q, node in first.items() if node == victim.node]
     killed_at = [0.0]
     resumed: dict[int, float] = {}
@@ -109,7 +151,8 @@ def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
     assert not errors, errors[:5]
 
     # The dead front's partitions moved to the other two, still within one of each other.
-    after = wait_for(lambda: balanced(fronts[0].bootstrap, topic, {1, 3}), 30, "leases on the two survivors")
+    after = wait_for(lambda: balanced(survivor.bootstrap, topic, {f.node for f in fronts} - {victim.node}), 30,
+                     "leases on the two survivors")
     assert sorted(Counter(after.values()).values()) == [3, 3]
     # ... and produced again within the session timeout plus a commit (generous for a loaded 2-core machine).
     for q in moved:
@@ -117,7 +160,7 @@ def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
         assert resumed[q] - killed_at[0] < SESSION_MS / 1000 + 10, resumed[q] - killed_at[0]
 
     # Every acknowledged record is in the log once, in the order sent, per partition.
-    log = Log(fronts[0].root)
+    log = Log(survivor.root)
     total = 0
     for q in range(PARTITIONS):
         values = [int(v) for v in log.read(topic, q).column("value").to_pylist()]
@@ -126,6 +169,7 @@ def test_partitions_are_leased_spread_and_survive_a_killed_leader(fronts):
         assert set(acked.get(q, [])) <= set(values), f"acknowledged records lost in partition {q}"
         total += len(values)
     assert sum(len(v) for v in acked.values()) == sent and total == sent
+    return topic
 
 
 def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
@@ -187,3 +231,46 @@ def test_transactions_span_partitions_led_by_several_fronts(fronts):
     assert sorted(got) == sorted(committed)
     log = Log(fronts[0].root)
     assert sum(log.snapshot(topic).high_watermark(q) for q in range(PARTITIONS)) == len(committed)
+
+
+def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
+    """Only a front of the root may hand a commit over (the root's cluster secret), its body is checked before
+    anything is committed, and a commit planned on offsets that are not the log's is refused: the fronts stay
+    up and the log does not move."""
+    from lakelog.cluster.cluster_secret import SECRET_HEADER, cluster_secret
+    from lakelog.cluster.commit_forwarder import ROUTE
+
+    with s3_fronts[0].client() as http:
+        topic = new_topic(http, partitions=PARTITIONS)
+    owners = wait_for(lambda: agreed(s3_fronts, topic), 30, "the same balanced leaders on all three fronts")
+    committer = next(f for f in s3_fronts if f.node == owners[0])
+    other = next(f for f in s3_fronts if f.node != owners[0])
+    log = Log(committer.root)
+    version = log.snapshot(topic).version
+    secret = cluster_secret(log.root)
+    route = ROUTE.format(topic=topic)
+    stats = json.dumps({"numRecords": 1, "minValues": {"offset": 999}, "maxValues": {"offset": 999}})
+    planned_elsewhere = {
+        "topic_id": log.snapshot(topic).topic_id, "commit_id": uuid.uuid4().hex, "known_version": version,
+        "adds": [{"path": f"partition=0/{999:020d}-{uuid.uuid4().hex}.parquet", "partitionValues": {"partition": "0"},
+                  "size": 10, "modificationTime": 1, "dataChange": True, "stats": stats}],
+        "txns": {"lakelog.leo.0": 1000}, "expect": {"lakelog.leo.0": 999}, "producer_rows": []}
+    cases = [
+        (committer, {}, json.dumps(planned_elsewhere).encode(), 401, "SASL_AUTHENTICATION_FAILED"),
+        (committer, {SECRET_HEADER: "0" * 64}, json.dumps(planned_elsewhere).encode(), 401,
+         "SASL_AUTHENTICATION_FAILED"),
+        (committer, {SECRET_HEADER: secret}, b'{"topic_id": ', 400, "INVALID_REQUEST"),
+        (committer, {SECRET_HEADER: secret}, json.dumps({**planned_elsewhere, "txns": {"lakelog.leo.0": 5}}).encode(),
+         400, "INVALID_REQUEST"),
+        (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
+        (other, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
+    ]
+    for front, headers, body, status, name in cases:
+        r = httpx.post(front.url + route, content=body, headers={"content-type": "application/json", **headers},
+                       timeout=30)
+        assert r.status_code == status, (name, r.status_code, r.text)
+        assert r.json()["error_name"] == name, r.text
+        assert "Traceback" not in r.text and "/lakelog/" not in r.text and secret not in r.text
+    for front in s3_fronts:
+        assert httpx.get(front.url + "/v1/health", timeout=30).status_code == 200
+    assert Log(committer.root).snapshot(topic).version == version  # nothing was committed

@@ -1,0 +1,152 @@
+"""A group commit handed to the front that commits a topic's log, when several fronts share a root.
+
+A topic is one Delta table: fronts that each PUT their own commits race for every version, and a loser learns of
+the winner only by losing (a 412, a GET of the winner, another PUT).  So one front commits for the topic -- the
+holder of partition 0's lease, its *committer front* -- and the others upload their segments themselves and hand
+it the rest of their commit: the add actions, the Delta ``txn`` app ids they set, the producer state rows and a
+commit id.  The committer front puts every handoff that arrived during its last PUT into its next commit, beside
+its own groups, and answers each with the version it landed in and the commits since the sender's snapshot.
+
+Safety does not rest on who commits: a handoff states what it was planned on (``expect``: the value of each of
+its app ids in the sender's snapshot, so ``lakelog.leo.<P>`` is where its first segment starts and
+``lakelog.lease.<P>`` is the sender's lease) and is committed only if the committer front's log says the same;
+otherwise it is rejected (:class:`HandoffRejected`, nothing of it committed) and the sender re-plans on what
+landed, as after a lost version.  An answer that never comes is an unknown outcome: the sender looks for its
+commit id (listed under ``lakelog.commitIds`` in the commitInfo that carried it) and keeps its files.
+
+Wire format (JSON): :class:`Handoff` in, :class:`HandoffAnswer` out.  Every field is checked by
+:func:`decode_handoff` before anything is committed; pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from lakelog.errors import InvalidRequest, KafkaError
+from lakelog.storage.record_schema import PARTITION_COLUMN
+from lakelog.storage.topic_snapshot import segment_from_add
+
+MAX_HANDOFF_BYTES = 8 * 1024 * 1024
+MAX_ADDS = 4096  # segments in one handoff (a group has at most one per partition; several groups ride together)
+MAX_STATS_CHARS = 16 * 1024
+MAX_PRODUCER_ROWS = 65536
+PRODUCER_ROW_FIELDS = 8  # storage/producer_state.py BatchMetadata.to_row()
+_COMMIT_ID = re.compile(r"[0-9a-f]{32}")
+_SEGMENT = re.compile(r"partition=(\d{1,9})/(\d{20})-[0-9a-f]{32}\.parquet")
+_APP = re.compile(r"lakelog\.(leo|lease)\.(\d{1,9})")
+
+
+class HandoffRejected(KafkaError):
+    """The committer front did not commit a handoff, and never will: the sender re-plans on what landed."""
+
+    def __init__(self, cause: KafkaError) -> None:
+        super().__init__(cause.message)
+        self.cause = cause
+        self.code, self.name, self.retriable = cause.code, cause.name, cause.retriable
+
+
+class AddAction(msgspec.Struct, forbid_unknown_fields=True):
+    """A Delta add action, as written in the commit file."""
+
+    path: str
+    partitionValues: dict[str, str]
+    size: int
+    modificationTime: int
+    dataChange: bool
+    stats: str
+
+
+class Handoff(msgspec.Struct, forbid_unknown_fields=True):
+    topic_id: str | None  # the incarnation the sender appends to
+    commit_id: str
+    known_version: int  # the sender's snapshot: the answer carries the commits after it
+    adds: list[AddAction]
+    txns: dict[str, int]
+    expect: dict[str, int | None]  # each app id's value in the sender's snapshot
+    producer_rows: list[list[int]]
+
+
+class HandoffAnswer(msgspec.Struct):
+    version: int  # the commit the handoff landed in
+    commits: list[tuple[int, str]]  # (version, commit file) after known_version up to version, those held
+
+
+def encode(message: Handoff | HandoffAnswer) -> bytes:
+    return msgspec.json.encode(message)
+
+
+def decode_answer(data: bytes) -> HandoffAnswer:
+    return msgspec.json.decode(data, type=HandoffAnswer)
+
+
+def decode_handoff(data: bytes) -> Handoff:
+    """Parse and check a handoff; ``INVALID_REQUEST`` naming the first thing wrong.
+
+    Checked: the shapes and bounds; every add is a segment of this layout whose stats parse; per partition the
+    segments are contiguous from ``expect[lakelog.leo.<P>]`` to ``txns[lakelog.leo.<P>]``; a lease is set to
+    the value expected (a handoff never moves a lease); producer rows lie in the offsets appended.
+    """
+    if len(data) > MAX_HANDOFF_BYTES:
+        raise InvalidRequest(f"handoff of {len(data)} bytes is over the limit of {MAX_HANDOFF_BYTES}")
+    try:
+        h = msgspec.json.decode(data, type=Handoff)
+    except msgspec.DecodeError as e:
+        raise InvalidRequest(f"malformed handoff: {e}") from None
+    if not _COMMIT_ID.fullmatch(h.commit_id):
+        raise InvalidRequest("commit_id must be 32 lower-case hex digits")
+    if h.topic_id is not None and len(h.topic_id) > 64:
+        raise InvalidRequest("topic_id is too long")
+    if h.known_version < -1:
+        raise InvalidRequest("known_version must be >= -1")
+    if not 1 <= len(h.adds) <= MAX_ADDS:
+        raise InvalidRequest(f"a handoff carries 1 to {MAX_ADDS} segments")
+    if len(h.producer_rows) > MAX_PRODUCER_ROWS:
+        raise InvalidRequest(f"a handoff carries at most {MAX_PRODUCER_ROWS} producer rows")
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for add in h.adds:
+        m = _SEGMENT.fullmatch(add.path)
+        if m is None:
+            raise InvalidRequest(f"add path {add.path[:200]!r} is not a segment of this layout")
+        p = int(m.group(1))
+        if add.partitionValues != {PARTITION_COLUMN: str(p)} or add.size < 1 or not add.dataChange:
+            raise InvalidRequest(f"add {add.path} has bad partition values, size or dataChange")
+        if len(add.stats) > MAX_STATS_CHARS:
+            raise InvalidRequest(f"add {add.path} has stats over {MAX_STATS_CHARS} characters")
+        try:
+            seg = segment_from_add(msgspec.structs.asdict(add))
+        except (ValueError, TypeError, AttributeError, KeyError):
+            seg = None
+        if seg is None or seg.records < 1 or seg.base_offset != int(m.group(2)) \
+                or seg.last_offset != seg.base_offset + seg.records - 1:
+            raise InvalidRequest(f"add {add.path} has stats that do not describe its records")
+        spans.setdefault(p, []).append((seg.base_offset, seg.last_offset + 1))
+    apps: dict[str, set[int]] = {"leo": set(), "lease": set()}
+    for app, value in h.txns.items():
+        m = _APP.fullmatch(app)
+        if m is None or value < 0:
+            raise InvalidRequest(f"txn {app[:100]!r} is not a log end or lease of a partition")
+        apps[m.group(1)].add(int(m.group(2)))
+    if h.expect.keys() != h.txns.keys():
+        raise InvalidRequest("expect must name exactly the txn app ids")
+    if apps["leo"] != spans.keys() or not apps["lease"] <= spans.keys():
+        raise InvalidRequest("the log ends set must be those of the partitions appended to")
+    for p in apps["lease"]:
+        if h.expect[f"lakelog.lease.{p}"] != h.txns[f"lakelog.lease.{p}"]:
+            raise InvalidRequest(f"a handoff cannot move the lease of partition {p}")
+    for p, ranges in spans.items():
+        end = h.expect[f"lakelog.leo.{p}"] or 0
+        for start, stop in sorted(ranges):
+            if start != end:
+                raise InvalidRequest(f"partition {p}: segments are not contiguous from the expected log end")
+            end = stop
+        if end != h.txns[f"lakelog.leo.{p}"]:
+            raise InvalidRequest(f"partition {p}: the log end set is not where its segments end")
+    for row in h.producer_rows:
+        if len(row) != PRODUCER_ROW_FIELDS or row[0] not in spans:
+            raise InvalidRequest("producer rows must describe batches of the partitions appended to")
+        first, last = row[5], row[6]
+        if not (h.expect[f"lakelog.leo.{row[0]}"] or 0) <= first <= last < h.txns[f"lakelog.leo.{row[0]}"]:
+            raise InvalidRequest("producer rows must lie in the offsets appended")
+    return h

@@ -1,0 +1,98 @@
+"""The handoff codec (lakelog/writer/commit_handoff.py): a well-formed handoff decodes; every way one can be
+wrong -- shape, bounds, paths, stats, offsets, leases, producer rows -- is INVALID_REQUEST, table-driven."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from lakelog.errors import InvalidRequest
+from lakelog.writer.commit_handoff import MAX_HANDOFF_BYTES, decode_handoff
+
+CID = "0123456789abcdef" * 2
+
+
+def add(partition: int, base: int, n: int) -> dict:
+    stats = {"numRecords": n, "minValues": {"offset": base}, "maxValues": {"offset": base + n - 1},
+             "nullCount": {"offset": 0}}
+    return {"path": f"partition={partition}/{base:020d}-{'ab' * 16}.parquet",
+            "partitionValues": {"partition": str(partition)}, "size": 100, "modificationTime": 1,
+            "dataChange": True, "stats": json.dumps(stats)}
+
+
+def good() -> dict:
+    return {"topic_id": "t-1", "commit_id": CID, "known_version": 7,
+            "adds": [add(0, 10, 5), add(0, 15, 5), add(3, 0, 2)],
+            "txns": {"lakelog.leo.0": 20, "lakelog.leo.3": 2, "lakelog.lease.0": 99},
+            "expect": {"lakelog.leo.0": 10, "lakelog.leo.3": None, "lakelog.lease.0": 99},
+            "producer_rows": [[0, 5, 0, 0, 4, 10, 14, 1], [3, 6, 0, 0, 1, 0, 1, 1]]}
+
+
+def test_a_well_formed_handoff_decodes():
+    h = decode_handoff(json.dumps(good()).encode())
+    assert h.commit_id == CID and h.known_version == 7 and len(h.adds) == 3
+    assert h.txns["lakelog.leo.0"] == 20 and h.expect["lakelog.leo.3"] is None
+
+
+def _set(path, value):
+    def change(d):
+        target = d
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return change
+
+
+def _drop(key):
+    return lambda d: d.pop(key)
+
+
+CASES = [
+    ("not JSON", None, "malformed"),
+    ("missing field", _drop("txns"), "malformed"),
+    ("unknown field", _set(["extra"], 1), "malformed"),
+    ("wrong type", _set(["known_version"], "7"), "malformed"),
+    ("commit id not hex", _set(["commit_id"], "x" * 32), "commit_id"),
+    ("no segments", _set(["adds"], []), "1 to"),
+    ("path outside the layout", _set(["adds", 0, "path"], "../../etc/passwd"), "not a segment"),
+    ("partition values disagree", _set(["adds", 0, "partitionValues"], {"partition": "1"}), "partition values"),
+    ("data change false", _set(["adds", 0, "dataChange"], False), "partition values"),
+    ("stats not JSON", _set(["adds", 0, "stats"], "{"), "stats"),
+    ("stats count wrong", _set(["adds", 0, "stats"], json.dumps(
+        {"numRecords": 9, "minValues": {"offset": 10}, "maxValues": {"offset": 14}})), "stats"),
+    ("stats too long", _set(["adds", 0, "stats"], " " * 20000), "stats over"),
+    ("txn not ours", _set(["txns", "lakelog.lso.0"], 1), "not a log end"),
+    ("negative txn", _set(["txns", "lakelog.leo.0"], -1), "not a log end"),
+    ("expect differs from txns", _drop("expect"), "malformed"),
+    ("log end of a partition not appended", _set(["txns", "lakelog.leo.5"], 1), "partitions appended to"),
+    ("gap between segments", _set(["adds", 1], add(0, 16, 4)), "not contiguous"),
+    ("first segment not at the expected end", _set(["expect", "lakelog.leo.0"], 9), "not contiguous"),
+    ("log end past the segments", _set(["txns", "lakelog.leo.0"], 21), "where its segments end"),
+    ("a lease moved", _set(["txns", "lakelog.lease.0"], 100), "cannot move the lease"),
+    ("producer row too short", _set(["producer_rows", 0], [0, 5, 0]), "producer rows"),
+    ("producer row of another partition", _set(["producer_rows", 0], [7, 5, 0, 0, 4, 10, 14, 1]), "producer rows"),
+    ("producer row outside the offsets", _set(["producer_rows", 0], [0, 5, 0, 0, 4, 20, 24, 1]), "lie in"),
+]
+
+
+@pytest.mark.parametrize("change, needle", [(c, n) for _, c, n in CASES], ids=[name for name, _, _ in CASES])
+def test_a_bad_handoff_is_invalid_request(change, needle):
+    if change is None:
+        data = b'{"topic_id": '
+    else:
+        h = copy.deepcopy(good())
+        change(h)
+        if "txns" in h and "expect" in h:  # a txn added: expected too, so the check reached is the one named
+            h["expect"].update({k: 0 for k in h["txns"] if k not in h["expect"]})
+        data = json.dumps(h).encode()
+    with pytest.raises(InvalidRequest) as e:
+        decode_handoff(data)
+    assert e.value.code == 42 and e.value.name == "INVALID_REQUEST"
+    assert needle in e.value.message, e.value.message
+
+
+def test_an_oversized_handoff_is_refused_before_it_is_parsed():
+    with pytest.raises(InvalidRequest, match="over the limit"):
+        decode_handoff(b" " * (MAX_HANDOFF_BYTES + 1))
