@@ -37,6 +37,10 @@ LOADS = {"latency-bound": {"max.in.flight.requests.per.connection": 1}, "default
 GOAL_LOAD = "latency-bound"
 
 
+def _settings(config: dict) -> str:
+    return ", ".join(f"{c}={v}" for c, v in config.items()) or "librdkafka defaults"
+
+
 def _produce(bootstrap: str, topic: str, n: int, config: dict, out) -> None:
     from bench.kafka_produce import _own_cpu, confluent_produce
 
@@ -151,8 +155,7 @@ def run(ctx: BenchContext) -> BenchResult:
     text = (f"{PRODUCERS} librdkafka producer processes, {records:,} 100-byte records per run, a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
             f"{ctx.repeats} interleaved runs; records/s from the first producer's first record to the last "
-            f"one's flush. Loads: " + "; ".join(f"{k} ({', '.join(f'{c}={v}' for c, v in config.items()) or
-                                                         'librdkafka defaults'})" for k, config in LOADS.items())
+            f"one's flush. Loads: " + "; ".join(f"{k} ({_settings(config)})" for k, config in LOADS.items())
             + ".\n\n"
             + md_table(["load", "fronts", "records/s", "MB/s", "vs one front", "front CPU cores busy (sum)",
                         "moto CPU cores busy", "proxy (bench process) CPU cores busy",

@@ -15,10 +15,9 @@ from urllib.parse import quote
 
 import httpx
 
-from lakelog.client.transport import error_from_response
 from lakelog.cluster.cluster_secret import SECRET_HEADER
 from lakelog.cluster.lease_keeper import LeaseKeeper
-from lakelog.errors import KafkaStorageError, RequestTimedOut
+from lakelog.errors import KafkaError, KafkaStorageError, RequestTimedOut, UnknownServerError, error_for_code
 from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.topic_snapshot import TopicSnapshot
 from lakelog.writer.commit_handoff import HandoffAnswer, HandoffRejected, decode_answer
@@ -59,7 +58,7 @@ class CommitForwarder:
             raise KafkaStorageError(f"the handoff to the committer front failed: {type(e).__name__}") from None
         if r.status_code == 200:
             return decode_answer(r.content)
-        error = error_from_response(r)
+        error = _error(r)
         if 400 <= r.status_code < 500:
             raise HandoffRejected(error)
         raise error
@@ -67,3 +66,12 @@ class CommitForwarder:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._client.close()
+
+
+def _error(r: httpx.Response) -> KafkaError:
+    """The Kafka error a front's error body names (every front answers ``{"error_code", ..., "message"}``)."""
+    try:
+        body = r.json()
+        return error_for_code(int(body["error_code"]), str(body.get("message") or ""))
+    except (ValueError, KeyError, TypeError):
+        return UnknownServerError(f"HTTP {r.status_code} from the committer front")
