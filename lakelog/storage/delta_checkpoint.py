@@ -27,18 +27,11 @@ import shutil
 from pathlib import Path
 from typing import Mapping
 
-from lakelog.storage.delta_log import LogTailGone, commit_path, read_object
+from lakelog.storage.delta_log import LogTailGone, checkpoint_names, commit_path, read_object
 from lakelog.storage.s3_objects import put_object
 from lakelog.storage.storage_root import StorageRoot
 
 _LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
-
-
-def checkpoint_names(version: int, parts: int | None) -> list[str]:
-    """The file names of the checkpoint of ``version`` (one file, or ``parts`` of a multi-part one)."""
-    if not parts:
-        return [f"{version:020d}.checkpoint.parquet"]
-    return [f"{version:020d}.checkpoint.{i:010d}.{int(parts):010d}.parquet" for i in range(1, int(parts) + 1)]
 
 
 def write_checkpoint(root: StorageRoot, table_path: str, version: int, bodies: Mapping[int, bytes],

@@ -115,6 +115,13 @@ def read_commit(root: StorageRoot, table_path: str, version: int) -> Commit | No
     return None if data is None else parse_commit(version, data.decode("utf-8"))
 
 
+def checkpoint_names(version: int, parts: int | None) -> list[str]:
+    """The file names of the checkpoint of ``version`` (one file, or ``parts`` of a multi-part one)."""
+    if not parts:
+        return [f"{version:020d}.checkpoint.parquet"]
+    return [f"{version:020d}.checkpoint.{i:010d}.{int(parts):010d}.parquet" for i in range(1, int(parts) + 1)]
+
+
 def last_checkpoint_version(root: StorageRoot, table_path: str) -> int:
     """Version of ``_delta_log/_last_checkpoint``, or -1 if there is none."""
     data = read_object(root, f"{table_path}/_delta_log/_last_checkpoint")
@@ -135,10 +142,8 @@ def txns_at(root: StorageRoot, table_path: str, version: int) -> dict[str, int]:
     checkpoint = -1
     if data is not None:
         info = json.loads(data.decode("utf-8"))
-        checkpoint, parts = int(info["version"]), info.get("parts")
-        names = ([f"{checkpoint:020d}.checkpoint.parquet"] if not parts else
-                 [f"{checkpoint:020d}.checkpoint.{i:010d}.{int(parts):010d}.parquet" for i in range(1, int(parts) + 1)])
-        for name in names:
+        checkpoint = int(info["version"])
+        for name in checkpoint_names(checkpoint, info.get("parts")):
             table = pq.read_table(f"{table_path}/_delta_log/{name}", columns=["txn"], filesystem=root.filesystem)
             for txn in table.column("txn").to_pylist():
                 if txn is not None:
