@@ -84,8 +84,9 @@ PERSIST_EVERY = 64
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)
 MAX_HELD_BODIES = 4096  # commit bodies kept for the next checkpoint on an object store (a few KB each)
-# Our latest commits' bodies, kept to answer handoffs with the commits since their sender's snapshot (the sender
-# reads older ones from the store), and which of them carried handoffs (with the app ids those set).
+# Of our commits' bodies, the latest this many stay after a checkpoint took them: they answer handoffs with the
+# commits since their sender's snapshot (the sender reads older ones from the store). As many of our commits
+# that carried handoffs are remembered with the app ids those set.
 RECENT_BODIES = 256
 RETRY = "retry"  # _after_conflict: the same commit at the next version
 DEFAULT_CHECKPOINT_INTERVAL = 100  # Delta's delta.checkpointInterval default
@@ -245,14 +246,14 @@ class Committer:
         self._maintainer: threading.Thread | None = None  # checkpoint and index storage, off the commit path
         self._checkpoint_due: int | None = None  # the version a checkpoint fell due at, until one starts
         self._checkpointed = (-1, 0.0)  # (version, monotonic time) of this writer's last checkpoint
-        self._bodies: dict[int, bytes] = {}  # object stores: our commits' bodies since the last checkpoint began
+        # object stores: our commits' bodies since the last checkpoint began, and the latest RECENT_BODIES
+        self._bodies: dict[int, bytes] = {}
         self._mirror: Path | None = None  # object stores: the local copy of the log checkpoints are written from
         self._cleaned_at = time.monotonic()  # object stores: when expired log files were last looked for
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
         self._flight: Launch | None = None  # the commit PUT in flight
         self._handed: deque[tuple[Handoff, Future]] = deque()  # handoffs waiting for our next commit
-        self._recent: dict[int, bytes] = {}  # our last RECENT_BODIES commits' bodies (object stores)
         self._handed_apps: dict[int, frozenset[str]] = {}  # our commits that carried handoffs -> their app ids
         self._nudge_guard = threading.Lock()
         self._nudge_queued = False
@@ -646,8 +647,8 @@ class Committer:
         for h, done in flight.handed:
             if outcome is True:
                 done.set_result(HandoffAnswer(flight.version, [
-                    (v, self._recent[v].decode()) for v in range(h.known_version + 1, flight.version + 1)
-                    if v in self._recent]))
+                    (v, self._bodies[v].decode()) for v in range(h.known_version + 1, flight.version + 1)
+                    if v in self._bodies]))
             else:  # unknown: the sender looks for its commit id
                 done.set_exception(outcome)
 
@@ -953,9 +954,6 @@ class Committer:
             self._bodies[version] = body
             if len(self._bodies) > MAX_HELD_BODIES:  # no checkpoint for long: the oldest will be read back
                 del self._bodies[next(iter(self._bodies))]  # versions come in order
-            self._recent[version] = body
-            if len(self._recent) > RECENT_BODIES:
-                del self._recent[next(iter(self._recent))]
         interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         now = time.monotonic()
         last_version, last_time = self._checkpointed
@@ -979,7 +977,9 @@ class Committer:
         checkpoint, self._checkpoint_due = self._checkpoint_due, None
         bodies = {}
         if checkpoint is not None:
-            bodies = {v: self._bodies.pop(v) for v in [v for v in self._bodies if v <= checkpoint]}
+            bodies = {v: b for v, b in self._bodies.items() if v <= checkpoint}
+            for v in [v for v in bodies if v <= self.snapshot.version - RECENT_BODIES]:
+                del self._bodies[v]
         index = None
         if self.snapshot.version - self._persisted_version >= PERSIST_EVERY:
             index = (self.snapshot.version, self.snapshot.to_ipc_bytes())
