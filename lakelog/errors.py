@@ -8,6 +8,7 @@ by code with :func:`error_for_code`.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -282,6 +283,17 @@ def _all_subclasses(cls: type) -> list[type]:
 def error_for_code(code: int, message: str = "") -> KafkaError:
     """The typed error for a Kafka error code (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(code, UnknownServerError)(message)
+
+
+def error_from_body(body: bytes, fallback: str) -> KafkaError:
+    """The typed error an error body names (``{"error_code", "error_name", "message"}``, as every front answers);
+    ``UnknownServerError(fallback)`` if the body names none."""
+    try:
+        parsed = json.loads(body)
+        return error_for_code(int(parsed["error_code"]),
+                              str(parsed.get("message") or parsed.get("error_name") or ""))
+    except (ValueError, KeyError, TypeError):
+        return UnknownServerError(fallback)
 
 
 class UnknownTopicId(KafkaError):

@@ -11,17 +11,13 @@ from typing import Any
 
 import httpx
 
-from lakelog.errors import KafkaError, NetworkException, UnknownServerError, error_for_code
+from lakelog.errors import KafkaError, NetworkException, error_from_body
 
 
 def error_from_response(response: httpx.Response) -> KafkaError:
     """The typed error of a failed response (``UNKNOWN_SERVER_ERROR`` if the body names none)."""
-    try:
-        body = response.json()
-        code = int(body["error_code"])
-        return error_for_code(code, str(body.get("message") or body.get("error_name") or ""))
-    except (ValueError, KeyError, TypeError):
-        return UnknownServerError(f"HTTP {response.status_code} from {response.request.url}: {response.text[:200]}")
+    return error_from_body(response.content,
+                           f"HTTP {response.status_code} from {response.request.url}: {response.text[:200]}")
 
 
 class Transport:

@@ -17,7 +17,7 @@ import httpx
 
 from lakelog.cluster.cluster_secret import SECRET_HEADER
 from lakelog.cluster.lease_keeper import LeaseKeeper
-from lakelog.errors import KafkaError, KafkaStorageError, RequestTimedOut, UnknownServerError, error_for_code
+from lakelog.errors import KafkaStorageError, RequestTimedOut, error_from_body
 from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.topic_snapshot import TopicSnapshot
 from lakelog.writer.commit_handoff import HandoffAnswer, HandoffRejected, decode_answer
@@ -58,7 +58,7 @@ class CommitForwarder:
             raise KafkaStorageError(f"the handoff to the committer front failed: {type(e).__name__}") from None
         if r.status_code == 200:
             return decode_answer(r.content)
-        error = _error(r)
+        error = error_from_body(r.content, f"HTTP {r.status_code} from the committer front")
         if 400 <= r.status_code < 500:
             raise HandoffRejected(error)
         raise error
@@ -67,11 +67,3 @@ class CommitForwarder:
         self._pool.shutdown(wait=True)
         self._client.close()
 
-
-def _error(r: httpx.Response) -> KafkaError:
-    """The Kafka error a front's error body names (every front answers ``{"error_code", ..., "message"}``)."""
-    try:
-        body = r.json()
-        return error_for_code(int(body["error_code"]), str(body.get("message") or ""))
-    except (ValueError, KeyError, TypeError):
-        return UnknownServerError(f"HTTP {r.status_code} from the committer front")
