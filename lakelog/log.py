@@ -32,7 +32,7 @@ from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, 
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.partition_lease import Lease, check_node_id, lease_app, unpack
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.storage.topic_name import is_internal
+from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
 from lakelog.storage.delta_log import commit_path, encode_actions
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
@@ -223,7 +223,7 @@ class Log:
 
     def accept_handoff(self, topic: str, handoff) -> Future:
         """Another front's commit to ``topic``, to make in our next one (:meth:`Committer.accept`)."""
-        lock, _ = self._committer(topic)
+        lock, _ = self._committer(validate_topic_name(topic))
         with lock:
             return self._open_committer(topic, lock).accept(handoff)
 

@@ -28,7 +28,8 @@ async def hand_off(topic: str, request: Request) -> Response:
     shown = request.headers.get(SECRET_HEADER, "")
     if secret is None or not hmac.compare_digest(shown.encode(), secret.encode()):
         raise SaslAuthenticationFailed("this route is for the fronts of this cluster")
-    handoff = decode_handoff(await request.body())
+    # off the event loop: up to MAX_HANDOFF_BYTES of JSON and a stats parse per segment
+    handoff = await run_in_threadpool(decode_handoff, await request.body())
     try:
         done = await run_in_threadpool(request.app.state.log.accept_handoff, topic, handoff)
     except KafkaError as e:  # refused before it was taken (no such topic, ...): never committed

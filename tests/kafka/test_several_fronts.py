@@ -265,8 +265,15 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
         (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
         (other, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
     ]
-    for front, headers, body, status, name in cases:
-        r = httpx.post(front.url + route, content=body, headers={"content-type": "application/json", **headers},
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    cases += [  # the topic in the path: an illegal name, and one that does not exist
+        (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "INVALID_TOPIC_EXCEPTION",
+         ROUTE.format(topic="no%20such")),
+        (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409,
+         "UNKNOWN_TOPIC_OR_PARTITION", ROUTE.format(topic=missing)),
+    ]
+    for front, headers, body, status, name, *path in cases:
+        r = httpx.post(front.url + (path[0] if path else route), content=body, headers={"content-type": "application/json", **headers},
                        timeout=30)
         assert r.status_code == status, (name, r.status_code, r.text)
         assert r.json()["error_name"] == name, r.text
@@ -274,3 +281,4 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
     for front in s3_fronts:
         assert httpx.get(front.url + "/v1/health", timeout=30).status_code == 200
     assert Log(committer.root).snapshot(topic).version == version  # nothing was committed
+    assert missing not in Log(committer.root).list_topics()
