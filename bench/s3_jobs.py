@@ -12,7 +12,10 @@ through :class:`bench.s3_proxy.S3FaultProxy` with the root's latency profile:
   it runs on the driver).
 
 Reported per root and operation: seconds (median of ``repeats`` runs of the scan; the jobs run once,
-as they change the data), and the S3 requests made, by operation.
+as they change the data), the records and MB of values the operation covers per second (the scan: the topic;
+retention: the topic it trims, whose log it rewrites without reading its segments; compaction: the records it
+reads), and the S3 requests made by all the runs, by operation, with their cost per GB covered at public S3
+Standard prices (:meth:`bench.s3_proxy.RequestStats.dollars`).
 """
 
 from __future__ import annotations
@@ -98,7 +101,9 @@ def run(ctx: BenchContext) -> BenchResult:
                 def scan():
                     return reader.load(root.uri).selectExpr("count(*)", "sum(length(value))").collect()[0]
 
-                timings, counts = {}, {}
+                timings, counts, covered = {}, {}, {}
+                rounds = max(1, records // (BATCH * PARTITIONS))
+                covered["Spark scan"] = covered["retention"] = rounds * BATCH * PARTITIONS
                 if proxy is not None:
                     proxy.reset_stats()
                 scan_s = []
@@ -106,7 +111,7 @@ def run(ctx: BenchContext) -> BenchResult:
                     t = time.perf_counter()
                     n, _size = scan()
                     scan_s.append(time.perf_counter() - t)
-                    assert n == records // (BATCH * PARTITIONS) * BATCH * PARTITIONS, n
+                    assert n == covered["Spark scan"], n
                 timings["Spark scan"] = statistics.median(scan_s)
                 counts["Spark scan"] = proxy.reset_stats() if proxy else None
                 t = time.perf_counter()
@@ -119,17 +124,23 @@ def run(ctx: BenchContext) -> BenchResult:
                 timings["compaction"] = time.perf_counter() - t
                 counts["compaction"] = proxy.reset_stats() if proxy else None
                 assert report.topics and report.topics[0].records_after < report.topics[0].records_before, report
+                covered["compaction"] = report.topics[0].records_before
             finally:
                 if proxy is not None:
                     proxy.stop()
             for op, seconds in timings.items():
-                st = counts[op]
-                ops = ", ".join(f"{k} {v}" for k, v in st.requests.items() if v) if st else "(local disk)"
-                rows.append([b, op, f"{seconds:.2f}", ops])
+                st, gb = counts[op], covered[op] * 100 / 1e9
+                runs = ctx.repeats if op == "Spark scan" else 1  # the requests counted are of every run
+                rows.append([b, op, f"{seconds:.2f}", f"{covered[op] / seconds:,.0f}", f"{gb * 1000 / seconds:.1f}",
+                             st.describe() if st else "(local disk)", f"${st.dollars() / (gb * runs):.3f}" if st else ""])
                 metrics[f"{b}_{op.replace(' ', '_')}_s"] = seconds
             ctx.progress(f"{b}: " + ", ".join(f"{op} {s:.2f} s" for op, s in timings.items()))
     text = (f"Per topic {records:,} records of 100 random bytes over {PARTITIONS} partitions, in commits of "
             f"{BATCH:,} records per partition (the keyed topic: a tenth of that, 500 keys). The scan is the "
-            f"median of {ctx.repeats} runs; each job runs once.\n\n"
-            + md_table(["root", "operation", "seconds", "S3 requests"], rows))
+            f"median of {ctx.repeats} runs; each job runs once. Records/s and MB/s are of the records the operation "
+            f"covers: the scan's topic, the topic retention trims (log-only: it reads no segment), the records "
+            f"compaction reads. S3 requests are of all the runs (the scan's {ctx.repeats}); request $ per GB "
+            f"covered: public S3 Standard prices ($0.005 per 1,000 PUT, POST or LIST; $0.0004 per 1,000 GET or "
+            f"HEAD), storage and transfer not counted.\n\n"
+            + md_table(["root", "operation", "seconds", "records/s", "MB/s", "S3 requests", "request $ per GB"], rows))
     return BenchResult(markdown=text, summary=[" | ".join(r[:3]) for r in rows], metrics=metrics)

@@ -12,8 +12,8 @@ that the bytes in flight (192 MB), not the load generator, bound the rate:
   :data:`bench.s3_proxy.PROFILES` (per request, drawn from a log-normal with the profile's p50 and p99;
   requests wait concurrently).
 
-For each: records/s and MB/s of JSON and Arrow produce at the maximum rate, p50/p99 acknowledgement
-latency of JSON produce paced at half that rate, the S3 requests made per operation, PUTs per GB
+For each: records/s and MB/s of JSON, Arrow and Kafka-protocol produce at the maximum rate, p50/p99
+acknowledgement latency of each paced at half its maximum rate, the S3 requests made per operation, PUTs per GB
 ingested, and the request cost per GB ingested at public S3 Standard prices ($0.005 per 1,000 PUT, COPY,
 POST or LIST requests; $0.0004 per 1,000 GET or HEAD requests; storage and transfer not counted). GB
 ingested counts value bytes. Each figure is one run per root (the S3 runs are latency-bound, not CPU-bound).
@@ -24,7 +24,6 @@ from __future__ import annotations
 from bench import BenchContext, BenchResult, Goal, md_table
 
 TITLE = "Produce on object storage: local, moto, S3 Express and S3 Standard latency"
-PUT_PRICE, GET_PRICE = 0.005 / 1000, 0.0004 / 1000
 GOAL_MB_S, GOAL_P99_MS, GOAL_MB_PER_PUT = 100.0, 150.0, 4.0
 OBJECT_STORE_CLIENTS = 32
 # Arrow on object stores: a commit cycle is a few hundred ms of PUTs there, so the bytes in flight bound the rate
@@ -54,7 +53,7 @@ class KafkaRun:
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, FrontProcess, MotoProcess,
+    from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, FrontProcess, MotoProcess, Run,
                                     _free_port, arrow_body, http_load, json_body)
     from bench.kafka_produce import confluent_produce
     from bench.s3_proxy import PROFILES, S3FaultProxy
@@ -83,12 +82,12 @@ def run(ctx: BenchContext) -> BenchResult:
                 def url() -> str:
                     return f"{front.url}/v1/topics/{_create_topic(front.url)}/records"
 
-                runs, stats = {}, {}
-                arrow = ((abody, ARROW_RECORDS, clients) if backend == "local" else
-                         (big_abody, OBJECT_STORE_ARROW_RECORDS, OBJECT_STORE_ARROW_CLIENTS))
-                for kind, (body, records, n_clients), ctype, n in (
-                        ("json", (jbody, JSON_RECORDS, clients), "application/json", json_requests),
-                        ("arrow", arrow, ARROW, arrow_requests)):
+                runs, stats, half = {}, {}, {}
+                bodies = {  # kind: (body, records per body, clients, content type, requests per client)
+                    "json": (jbody, JSON_RECORDS, clients, "application/json", json_requests),
+                    "arrow": ((abody, ARROW_RECORDS, clients) if backend == "local" else
+                              (big_abody, OBJECT_STORE_ARROW_RECORDS, OBJECT_STORE_ARROW_CLIENTS)) + (ARROW, arrow_requests)}
+                for kind, (body, records, n_clients, ctype, n) in bodies.items():
                     target = url()
                     if proxy is not None:
                         proxy.reset_stats()
@@ -100,33 +99,35 @@ def run(ctx: BenchContext) -> BenchResult:
                     proxy.reset_stats()
                 runs["kafka"] = KafkaRun(confluent_produce(bootstrap, topic, kafka_records)[0], kafka_records)
                 stats["kafka"] = proxy.reset_stats() if proxy is not None else None
-                half_rate = runs["json"].records_per_s / 2
-                interval = clients * JSON_RECORDS / half_rate
-                runs["half"] = http_load(url(), jbody, "application/json", JSON_RECORDS,
-                                         ctx.size(max(10, int(HALF_RATE_S / interval)), 2), clients=clients,
-                                         interval_s=interval)
+                # Each body again, paced at half its maximum rate, for the acknowledgement latency.
+                for kind, (body, records, n_clients, ctype, _) in bodies.items():
+                    interval = n_clients * records / (runs[kind].records_per_s / 2)
+                    half[kind] = http_load(url(), body, ctype, records,
+                                           ctx.size(max(10, int(HALF_RATE_S / interval)), 2), clients=n_clients,
+                                           interval_s=interval)
+                rate = runs["kafka"].records_per_s / 2
+                half_rate_s, latencies = confluent_produce(bootstrap, _create_topic(front.url),
+                                                           ctx.size(int(rate * HALF_RATE_S), 2_000),
+                                                           interval_s=1 / rate)
+                half["kafka"] = Run(1, latencies, len(latencies) / half_rate_s, 0)
             finally:
                 front.close()
                 if proxy is not None:
                     proxy.stop()
             for kind in ("json", "arrow", "kafka"):
-                r, st = runs[kind], stats[kind]
+                r, st, lat = runs[kind], stats[kind], half[kind].latency_ms()
                 ingested_gb = r.records * 100 / 1e9 if kind == "kafka" else r.records_per_request * len(r.latencies) * 100 / 1e9
                 if st is not None:
-                    puts = st.requests["PUT"] + st.requests["POST"]
-                    cheap = st.requests["GET"] + st.requests["HEAD"]
-                    dollars = (puts + st.requests["LIST"]) * PUT_PRICE + cheap * GET_PRICE
-                    ops = ", ".join(f"{op} {n}" for op, n in st.requests.items() if n)
-                    per_gb = (f"{puts / ingested_gb:,.0f}", f"${dollars / ingested_gb:,.2f}") if ingested_gb else ("", "")
-                    metrics[f"{backend}_{kind}_puts_per_gb"] = puts / ingested_gb if ingested_gb else 0.0
+                    per_gb = (f"{st.puts / ingested_gb:,.0f}", f"${st.dollars() / ingested_gb:,.2f}") if ingested_gb else ("", "")
+                    metrics[f"{backend}_{kind}_puts_per_gb"] = st.puts / ingested_gb if ingested_gb else 0.0
+                    ops = st.describe()
                 else:
                     ops, per_gb = "(local disk)", ("", "")
-                half = runs["half"].latency_ms() if kind == "json" else {}
                 rows.append([backend, kind.upper(), f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.1f}",
-                             f"{half['p50']:.1f}" if half else "", f"{half['p99']:.1f}" if half else "",
+                             f"{half[kind].records_per_s:,.0f}", f"{lat['p50']:.1f}", f"{lat['p99']:.1f}",
                              ops, *per_gb])
                 metrics[f"{backend}_{kind}_mb_s"] = r.mb_per_s
-            metrics[f"{backend}_half_p99_ms"] = runs["half"].latency_ms()["p99"]
+                metrics[f"{backend}_{kind}_half_p99_ms"] = lat["p99"]
             goals_data[backend] = runs
     finally:
         moto.close()
@@ -135,15 +136,17 @@ def run(ctx: BenchContext) -> BenchResult:
     best_mb = max(std["json"].mb_per_s, std["arrow"].mb_per_s)
     mb_per_put = max((1000 / metrics[f"s3-standard_{k}_puts_per_gb"]) for k in ("json", "arrow")
                      if metrics.get(f"s3-standard_{k}_puts_per_gb"))
+    p99 = {k: metrics[f"s3-standard_{k}_half_p99_ms"] for k in ("json", "arrow")}
+    best_p99 = min(p99.values())
     goals = [
         Goal(f"s3-standard: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S,
              f"{best_mb:.1f} MB/s"),
-        Goal(f"s3-standard: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the JSON rate",
-             metrics["s3-standard_half_p99_ms"] <= GOAL_P99_MS, f"p99 {metrics['s3-standard_half_p99_ms']:.1f} ms"),
+        Goal(f"s3-standard: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the maximum rate (JSON or Arrow)",
+             best_p99 <= GOAL_P99_MS, f"p99 {best_p99:.1f} ms (JSON {p99['json']:.1f}, Arrow {p99['arrow']:.1f})"),
         Goal(f"s3-standard: <= 1 PUT per {GOAL_MB_PER_PUT:.0f} MB ingested", mb_per_put >= GOAL_MB_PER_PUT,
              f"1 PUT per {mb_per_put:.2f} MB (the better of JSON and Arrow)"),
     ]
-    header = ["root", "body", "records/s", "MB/s", "p50 ms at half rate", "p99 ms at half rate",
+    header = ["root", "body", "records/s", "MB/s", "records/s at half rate", "p50 ms at half rate", "p99 ms at half rate",
               "S3 requests in the max-rate run", "PUTs per GB", "request $ per GB"]
     text = (f"Closed-loop clients: 8 on the local root, {OBJECT_STORE_CLIENTS} on the S3 roots (each request waits "
             f"for its commit, so at S3 latency 8 clients would bound the rate themselves); JSON: {JSON_RECORDS:,} "
@@ -151,6 +154,7 @@ def run(ctx: BenchContext) -> BenchResult:
             f"{OBJECT_STORE_ARROW_CLIENTS} clients (S3 roots: 192 MB in flight); 100-byte values; "
             f"the front's default settings (buffer.memory 64 MiB locally, 256 MiB on object stores); "
             f"linger.ms 5; one {PARTITIONS}-partition topic per run. KAFKA: one confluent-kafka producer (lz4, linger.ms 5, "
-            f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener. Latency at half rate: JSON produce paced at half the "
-            f"max JSON rate of the same root for {HALF_RATE_S} s.\n\n" + md_table(header, rows))
-    return BenchResult(markdown=text, summary=[" | ".join(r[:6]) for r in rows], metrics=metrics, goals=goals)
+            f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener. Latency at half rate: each body again on the same root, paced at "
+            f"half its maximum rate for {HALF_RATE_S} s, by the same clients (KAFKA: one record at a time, each one's "
+            f"delivery report timed); the rate column is what the paced run reached.\n\n" + md_table(header, rows))
+    return BenchResult(markdown=text, summary=[" | ".join(r[:7]) for r in rows], metrics=metrics, goals=goals)

@@ -41,6 +41,8 @@ from urllib.parse import unquote, urlparse
 
 Predicate = Callable[[str, str], bool]
 OPERATIONS = ("PUT", "GET", "LIST", "HEAD", "DELETE", "POST")
+# Public S3 Standard request prices (us-east-1): per PUT, COPY, POST or LIST; per GET or HEAD.
+PUT_PRICE, GET_PRICE = 0.005 / 1000, 0.0004 / 1000
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,22 @@ class RequestStats:
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
     bytes_in: int = 0  # request bodies (what was stored)
     bytes_out: int = 0  # response bodies (what was read)
+
+    @property
+    def puts(self) -> int:
+        """Requests that store an object (PUT, and the POSTs of multipart uploads)."""
+        return self.requests["PUT"] + self.requests["POST"]
+
+    def dollars(self) -> float:
+        """The requests' cost at public S3 Standard prices (:data:`PUT_PRICE` for PUT, COPY, POST or LIST;
+        :data:`GET_PRICE` for GET, HEAD; DELETE is free); storage and transfer not counted."""
+        return ((self.puts + self.requests["LIST"]) * PUT_PRICE
+                + (self.requests["GET"] + self.requests["HEAD"]) * GET_PRICE)
+
+    def describe(self) -> str:
+        """``PUT 159, GET 11, ...``: the operations made, by count."""
+        return ", ".join(f"{op} {n}" for op, n in self.requests.items() if n)
+
 
 COMMIT_FILE = re.compile(r"/_delta_log/\d{20}\.json(\?|$)")
 

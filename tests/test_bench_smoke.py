@@ -60,8 +60,9 @@ def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
     s3 = re.search(r"<!-- bench:s3_produce -->(.*?)<!-- /bench:s3_produce -->", text, re.S)
     assert s3, text
     for root in ("local", "moto", "s3-express", "s3-standard"):
-        assert re.search(rf"\| {root} \| JSON \| [\d,]+ \|", s3.group(1)), s3.group(1)
-        assert re.search(rf"\| {root} \| KAFKA \| [\d,]+ \|", s3.group(1)), s3.group(1)
+        for body in ("JSON", "ARROW", "KAFKA"):  # the maximum rate, then the paced run's rate, p50 and p99
+            assert re.search(rf"\| {root} \| {body} \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|",
+                             s3.group(1)), (root, body, s3.group(1))
     assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
 
 
@@ -91,8 +92,8 @@ def test_s3_jobs_runs_end_to_end(tmp_path):
     section = bench_section(tmp_path, "s3_jobs", 900)
     for root in ("local", "moto", "s3-express", "s3-standard"):
         for op in ("Spark scan", "retention", "compaction"):
-            assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \|", section), (root, op, section)
-    assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+", section), "the proxy counted no GETs"
+            assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \| [\d,]+ \| \d+\.\d \|", section), (root, op, section)
+    assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+.*\| \$\d+\.\d{3} \|", section), "no GETs or cost"
 
 
 def test_s3_fronts_runs_end_to_end(tmp_path):
