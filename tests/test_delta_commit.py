@@ -76,3 +76,14 @@ def test_a_failed_rename_leaves_no_temporary_file(root) -> None:
         put_if_absent(root, "_delta_log/" + "9" * 300 + ".json", b"x", fsync=False)
     assert not isinstance(e.value, CommitConflict)
     assert _leftovers(root, "_delta_log") == []
+
+
+def test_the_first_file_of_a_directory_needs_no_directory_made_first(root) -> None:
+    """Callers (job leases, transaction state, staging, the cluster secret) no longer create directories: a
+    missing parent is made on a local root, and on S3 there are none."""
+    rel = "a/b/c/00000000000000000000.json"
+    put_if_absent(root, rel, b"first", fsync=False)
+    with pytest.raises(CommitConflict):
+        put_if_absent(root, rel, b"second", fsync=False)
+    assert _read(root, rel) == b"first"
+    assert _leftovers(root, "a/b/c") == ["00000000000000000000.json"]

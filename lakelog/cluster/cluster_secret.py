@@ -7,7 +7,6 @@ wins; the others read the winner's).
 
 from __future__ import annotations
 
-import os
 import secrets
 
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
@@ -22,8 +21,6 @@ def cluster_secret(root: StorageRoot) -> str:
     """The root's cluster secret, created if there is none yet."""
     data = read_object(root, root.path_for(SECRET_PATH))
     if data is None:
-        if root.is_local:
-            os.makedirs(os.path.dirname(root.path_for(SECRET_PATH)), exist_ok=True)
         try:
             put_if_absent(root, SECRET_PATH, secrets.token_hex(32).encode())
         except CommitConflict:  # another front created it first: theirs stands

@@ -114,8 +114,6 @@ class JobLease:
             return False
         gen = gens[-1] + 1 if gens else 0
         rec = LeaseRecord(gen, self.owner, now, now + self.ttl_ms)
-        if self.root.is_local:
-            self.root.filesystem.create_dir(self.root.path_for(self._dir), recursive=True)
         try:
             put_if_absent(self.root, f"{self._dir}/{gen:020d}.json", json.dumps(asdict(rec)).encode())
         except CommitConflict:

@@ -30,16 +30,21 @@ class CommitConflict(Exception):
 def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool = True) -> None:
     """Create ``rel_path`` under the root with ``data`` unless it exists (then :class:`CommitConflict`).
 
-    Locally the data goes to a temporary file moved to its final name without
-    replacing (``renameat2(RENAME_NOREPLACE)``, else a hard link and an unlink),
-    so readers see a whole file or none.  ``fsync=False`` leaves durability to the
+    Locally the data goes to a temporary file (its directory created if missing) moved to its final
+    name without replacing (``renameat2(RENAME_NOREPLACE)``, else a hard link and an unlink), so
+    readers see a whole file or none.  ``fsync=False`` leaves durability to the
     page cache, as delta-rs's local store does (the append hot path uses it).
     """
     if root.is_local:
         final = root.path_for(rel_path)
         tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
         try:
-            with open(tmp, "wb") as f:
+            f = open(tmp, "wb")
+        except FileNotFoundError:  # the first file of its directory: create the directory, not every time
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            f = open(tmp, "wb")
+        try:
+            with f:
                 f.write(data)
                 if fsync:
                     f.flush()

@@ -49,8 +49,6 @@ class TransactionStaging:
         return f"{TRANSACTIONS_DIR}/{id_key(transactional_id)}/{kind}/{producer_id}.{epoch}"
 
     def _put(self, rel: str, data: bytes | pa.Buffer) -> None:
-        if self.root.is_local:
-            os.makedirs(os.path.dirname(self.root.path_for(rel)), exist_ok=True)
         put_if_absent(self.root, rel, data, fsync=False)
 
     # -- writing -----------------------------------------------------------------------------------

@@ -68,8 +68,6 @@ class TransactionLog:
         """Write ``meta`` as the version after the one it was read as; CommitConflict if another got there first."""
         state_dir = self._state_dir(meta.transactional_id)
         version = meta.version + 1
-        if self.root.is_local:
-            os.makedirs(self.root.path_for(state_dir), exist_ok=True)
         saved = replace(meta, version=version)
         put_if_absent(self.root, f"{state_dir}/{version:020d}.json", saved.to_json())
         if version >= KEEP_VERSIONS:

@@ -25,8 +25,10 @@ import re
 import msgspec
 
 from lakelog.errors import InvalidRequest, KafkaError
+from lakelog.storage.partition_lease import LEASE_APP, lease_app
 from lakelog.storage.record_schema import PARTITION_COLUMN
-from lakelog.storage.topic_snapshot import segment_from_add
+from lakelog.storage.segment_index import SEGMENT_NAME
+from lakelog.storage.topic_snapshot import LEO_APP, leo_app, segment_from_add
 
 MAX_HANDOFF_BYTES = 8 * 1024 * 1024
 MAX_ADDS = 4096  # segments in one handoff (a group has at most one per partition; several groups ride together)
@@ -34,8 +36,7 @@ MAX_STATS_CHARS = 16 * 1024
 MAX_PRODUCER_ROWS = 65536
 PRODUCER_ROW_FIELDS = 8  # storage/producer_state.py BatchMetadata.to_row()
 _COMMIT_ID = re.compile(r"[0-9a-f]{32}")
-_SEGMENT = re.compile(r"partition=(\d{1,9})/(\d{20})-[0-9a-f]{32}\.parquet")
-_APP = re.compile(r"lakelog\.(leo|lease)\.(\d{1,9})")
+_APP = re.compile(f"({re.escape(LEO_APP)}|{re.escape(LEASE_APP)})(\\d{{1,9}})")  # a partition's log end or lease
 
 
 class HandoffRejected(KafkaError):
@@ -106,7 +107,7 @@ def decode_handoff(data: bytes) -> Handoff:
         raise InvalidRequest(f"a handoff carries at most {MAX_PRODUCER_ROWS} producer rows")
     spans: dict[int, list[tuple[int, int]]] = {}
     for add in h.adds:
-        m = _SEGMENT.fullmatch(add.path)
+        m = SEGMENT_NAME.fullmatch(add.path)
         if m is None:
             raise InvalidRequest(f"add path {add.path[:200]!r} is not a segment of this layout")
         p = int(m.group(1))
@@ -122,7 +123,7 @@ def decode_handoff(data: bytes) -> Handoff:
                 or seg.last_offset != seg.base_offset + seg.records - 1:
             raise InvalidRequest(f"add {add.path} has stats that do not describe its records")
         spans.setdefault(p, []).append((seg.base_offset, seg.last_offset + 1))
-    apps: dict[str, set[int]] = {"leo": set(), "lease": set()}
+    apps: dict[str, set[int]] = {LEO_APP: set(), LEASE_APP: set()}
     for app, value in h.txns.items():
         m = _APP.fullmatch(app)
         if m is None or value < 0:
@@ -130,23 +131,23 @@ def decode_handoff(data: bytes) -> Handoff:
         apps[m.group(1)].add(int(m.group(2)))
     if h.expect.keys() != h.txns.keys():
         raise InvalidRequest("expect must name exactly the txn app ids")
-    if apps["leo"] != spans.keys() or not apps["lease"] <= spans.keys():
+    if apps[LEO_APP] != spans.keys() or not apps[LEASE_APP] <= spans.keys():
         raise InvalidRequest("the log ends set must be those of the partitions appended to")
-    for p in apps["lease"]:
-        if h.expect[f"lakelog.lease.{p}"] != h.txns[f"lakelog.lease.{p}"]:
+    for p in apps[LEASE_APP]:
+        if h.expect[lease_app(p)] != h.txns[lease_app(p)]:
             raise InvalidRequest(f"a handoff cannot move the lease of partition {p}")
     for p, ranges in spans.items():
-        end = h.expect[f"lakelog.leo.{p}"] or 0
+        end = h.expect[leo_app(p)] or 0
         for start, stop in sorted(ranges):
             if start != end:
                 raise InvalidRequest(f"partition {p}: segments are not contiguous from the expected log end")
             end = stop
-        if end != h.txns[f"lakelog.leo.{p}"]:
+        if end != h.txns[leo_app(p)]:
             raise InvalidRequest(f"partition {p}: the log end set is not where its segments end")
     for row in h.producer_rows:
         if len(row) != PRODUCER_ROW_FIELDS or row[0] not in spans:
             raise InvalidRequest("producer rows must describe batches of the partitions appended to")
         first, last = row[5], row[6]
-        if not (h.expect[f"lakelog.leo.{row[0]}"] or 0) <= first <= last < h.txns[f"lakelog.leo.{row[0]}"]:
+        if not (h.expect[leo_app(row[0])] or 0) <= first <= last < h.txns[leo_app(row[0])]:
             raise InvalidRequest("producer rows must lie in the offsets appended")
     return h

@@ -509,12 +509,12 @@ class Committer:
             apps = set().union(*(g.txns for g in groups))
             if self._stale or not self._only_handoffs_since(base, apps) or any(failures):
                 for g, failure in zip(groups, failures):
+                    if failure is None:
+                        self._replan([g])
+                        continue
                     delete_quietly(self.root, self.topic, [a.path for a in g.adds])
-                    if failure is not None:
-                        log.warning("writing segments of %s failed: %s", self.topic, failure)
-                        g.future.set_result(self._fail_pending(g.results, g.plan, storage_error(failure)))
-                    else:
-                        g.future.set_result(self._append(g.batches))
+                    log.warning("writing segments of %s failed: %s", self.topic, failure)
+                    g.future.set_result(self._fail_pending(g.results, g.plan, storage_error(failure)))
                 groups = []
         if handed and self._stale and isinstance(error := self._refresh_or(None), KafkaError):
             for _, done in handed:
@@ -646,9 +646,9 @@ class Committer:
         self._resolve(flight, outcome, landed)
         for h, done in flight.handed:
             if outcome is True:
+                # the held bodies (bounded), not every version since the sender's: a sender may be far behind
                 done.set_result(HandoffAnswer(flight.version, [
-                    (v, self._bodies[v].decode()) for v in range(h.known_version + 1, flight.version + 1)
-                    if v in self._bodies]))
+                    (v, body.decode()) for v, body in self._bodies.items() if h.known_version < v <= flight.version]))
             else:  # unknown: the sender looks for its commit id
                 done.set_exception(outcome)
 
