@@ -295,7 +295,10 @@ def test_consume_follow_polls_until_idle_timeout_or_ctrl_c(local_cli: Cli):
                             + ["in-new-partition"])
     assert proc.returncode == 0 and b"Processed a total of 7 messages" in err
 
-    proc = subprocess.Popen(cmd[:-2], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
+    # As a terminal's foreground job gets Ctrl-C: a suite started in the background by a script (`cmd &`) runs
+    # with SIGINT ignored, which its children would inherit (Python installs no KeyboardInterrupt then).
+    proc = subprocess.Popen(cmd[:-2], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert all(proc.stdout.readline() for _ in range(7))  # it has printed everything and is following
         proc.send_signal(signal.SIGINT)
