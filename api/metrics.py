@@ -4,6 +4,10 @@
   bytes (Kafka's RecordsInPerSec / BytesInPerSec), counted when their commit succeeded;
 * ``lakelog_request_duration_seconds{method,route,status}`` -- request latency histogram;
 * ``lakelog_commit_duration_seconds{topic}`` -- latency of the accumulator's Delta commits;
+* ``lakelog_produce_stage_seconds{stage}`` -- where a group commit's time goes, as Kafka's request metrics
+  (RequestQueueTimeMs, RemoteTimeMs, ...) split a request's: ``queue`` (its oldest append waiting to be taken:
+  ``linger.ms``, or the group ahead), and on object stores ``upload`` (its segments), ``commit_wait`` (the
+  commit ahead of it) and ``commit`` (its commit PUT) or ``handoff`` (the round trip to the committer front);
 * ``lakelog_accumulator_buffered_bytes`` / ``lakelog_accumulator_buffer_memory_bytes`` -- the
   accumulator's fill and its limit (``buffer.memory``);
 * ``lakelog_kafka_request_duration_seconds{api}`` -- Kafka protocol request latency (the Kafka listener);
@@ -41,6 +45,9 @@ class Metrics:
                                           ["method", "route", "status"], buckets=LATENCY_BUCKETS, registry=r)
         self.commit_duration = Histogram("lakelog_commit_duration_seconds", "Latency of one group commit.",
                                          ["topic"], buckets=LATENCY_BUCKETS, registry=r)
+        self.produce_stage = Histogram("lakelog_produce_stage_seconds",
+                                       "Time a group commit spends in each stage of produce.", ["stage"],
+                                       buckets=LATENCY_BUCKETS, registry=r)
         self.accumulator_fill = Gauge("lakelog_accumulator_buffered_bytes",
                                       "Bytes accepted but not yet committed.", registry=r)
         self.accumulator_limit = Gauge("lakelog_accumulator_buffer_memory_bytes",
@@ -60,6 +67,11 @@ class Metrics:
         self.records_in.labels(topic).inc(records)
         self.bytes_in.labels(topic).inc(nbytes)
         self.commit_duration.labels(topic).observe(seconds)
+
+    def on_stages(self, topic: str, stages: dict[str, float]) -> None:
+        """The accumulator's and the log's callback with a group commit's stage times."""
+        for stage, seconds in stages.items():
+            self.produce_stage.labels(stage).observe(seconds)
 
     def observe_kafka(self, api: str, seconds: float) -> None:
         self.kafka_request_duration.labels(api).observe(seconds)

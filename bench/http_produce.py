@@ -116,6 +116,20 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None
     raise RuntimeError(f"{url} did not answer in {timeout}s")
 
 
+STAGES = "lakelog_produce_stage_seconds"  # the front's histogram of where group commits spend their time
+STAGE_NAMES = ("queue", "upload", "commit_wait", "commit", "handoff")
+
+
+def stage_means(before: dict, after: dict) -> dict[str, float]:
+    """Mean ms per group commit in each stage between two readings of a front's :data:`STAGES` histogram."""
+    out = {}
+    for stage, (count, total) in after.items():
+        n0, s0 = before.get(stage, (0.0, 0.0))
+        if count > n0:
+            out[stage] = 1000 * (total - s0) / (count - n0)
+    return out
+
+
 class FrontProcess:
     """``lakelog serve`` in a child process with the bench endpoints on."""
 
@@ -130,6 +144,16 @@ class FrontProcess:
                                       "--port", str(self.port), *args], cwd=str(REPO), env=child_env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         _wait_http(f"{self.url}/v1/health", self.proc)
+
+    def histogram(self, family: str, label: str) -> dict[str, tuple[float, float]]:
+        """A histogram of the front's ``/metrics``: label value -> (observations, their sum)."""
+        out: dict[str, list[float]] = {}
+        for line in httpx.get(f"{self.url}/metrics", timeout=30).text.splitlines():
+            for part, i in (("_count{", 0), ("_sum{", 1)):
+                if line.startswith(family + part) and f'{label}="' in line:
+                    value = line.split(f'{label}="', 1)[1].split('"', 1)[0]
+                    out.setdefault(value, [0.0, 0.0])[i] += float(line.rsplit(" ", 1)[1])
+        return {k: (v[0], v[1]) for k, v in out.items()}
 
     def close(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

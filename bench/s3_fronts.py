@@ -57,6 +57,17 @@ def _machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def _produce_requests(front) -> tuple[float, float]:
+    """(Produce requests the front answered, their summed latency in s)."""
+    return front.histogram("lakelog_kafka_request_duration_seconds", "api").get("Produce", (0.0, 0.0))
+
+
+def _leader_of_0(bootstrap: str, topic: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+
+
 def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -70,7 +81,7 @@ def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
 
 
 def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: int, config: dict, tag: str) -> dict:
-    from bench.http_produce import FrontProcess, _free_port
+    from bench.http_produce import STAGES, FrontProcess, _free_port, stage_means
     from bench.kafka_produce import _cpu_seconds, _own_cpu
 
     env = {**moto.env, "AWS_ENDPOINT_URL": proxy_url, "LAKELOG_FRONT_SESSION_TIMEOUT_MS": "5000"}
@@ -91,6 +102,9 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         while not _balanced(bootstrap, "load", fronts_n):
             assert time.monotonic() < deadline, "partition leases did not settle"
             time.sleep(0.5)
+        committer = _leader_of_0(bootstrap, "load")  # the holder of partition 0's lease makes the commits
+        requests0 = [_produce_requests(f) for f in fronts]
+        stages0 = [f.histogram(STAGES, "stage") for f in fronts]
         cpu0 = [_cpu_seconds(f.proc.pid) for f in fronts]
         moto0, bench0, machine0 = _cpu_seconds(moto.proc.pid), _own_cpu(), _machine_busy_s()
         spawn = multiprocessing.get_context("spawn")
@@ -105,11 +119,23 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         wall = time.perf_counter() - spawned
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
         cpu = sum(_cpu_seconds(f.proc.pid) - c for f, c in zip(fronts, cpu0))
+        requests = [tuple(b - a for a, b in zip(r0, _produce_requests(f))) for f, r0 in zip(fronts, requests0)]
+        stages = [stage_means(s0, f.histogram(STAGES, "stage")) for f, s0 in zip(fronts, stages0)]
         reports = [out.get(timeout=10) for _ in procs]
         # From the first producer's first record to the last one's flush: not the processes' start-up (imports)
         span = max(r[1] for r in reports) - min(r[0] for r in reports)
         producers_cpu = sum(r[2] for r in reports)
+        # Little's law over the fronts' Produce requests: records/s = requests in flight x records per request /
+        # latency, so the two-front ratio splits into those three factors (printed with the table)
+        count, latency_s = sum(r[0] for r in requests), sum(r[1] for r in requests)
+        other = [r for node, r in enumerate(requests, 1) if node != committer]
         return {"records_per_s": per * PRODUCERS / span, "front_cpu_s": cpu, "wall_s": wall,
+                "stages": {"one front" if fronts_n == 1 else "committer front" if node == committer else
+                           "other front": means for node, means in enumerate(stages, 1)},
+                "in_flight": latency_s / span, "records_per_request": per * PRODUCERS / count,
+                "latency_ms": 1000 * latency_s / count,
+                "committer_latency_ms": 1000 * requests[committer - 1][1] / requests[committer - 1][0],
+                "other_latency_ms": 1000 * sum(r[1] for r in other) / sum(r[0] for r in other) if other else 0.0,
                 "moto_cpu_s": _cpu_seconds(moto.proc.pid) - moto0, "proxy_cpu_s": _own_cpu() - bench0,
                 "producers_cpu_s": producers_cpu, "machine_cpu_s": _machine_busy_s() - machine0}
     finally:
@@ -118,7 +144,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    from bench.http_produce import MotoProcess
+    from bench.http_produce import STAGE_NAMES, MotoProcess
     from bench.s3_proxy import PROFILES, S3FaultProxy
 
     records = ctx.size(2_000_000, 8_000)
@@ -137,11 +163,11 @@ def run(ctx: BenchContext) -> BenchResult:
 
     def med(key: str, load: str, n: int) -> float:
         runs = series[(load, n)]
-        if key == "records_per_s":
-            return median([r[key] for r in runs])
-        return median([r[key] / r["wall_s"] for r in runs])
+        if key.endswith("_cpu_s"):  # CPU seconds over the run's wall time: cores busy
+            return median([r[key] / r["wall_s"] for r in runs])
+        return median([r[key] for r in runs])
 
-    rows, ratios = [], {}
+    rows, ratios, little = [], {}, []
     for load in LOADS:
         one = med("records_per_s", load, 1)
         ratios[load] = med("records_per_s", load, 2) / one if one else 0.0
@@ -152,6 +178,14 @@ def run(ctx: BenchContext) -> BenchResult:
                          *(f"{med(k, load, n):.2f}" for k in ("front_cpu_s", "moto_cpu_s", "proxy_cpu_s",
                                                               "producers_cpu_s")),
                          f"{med('machine_cpu_s', load, n):.2f} of 2"])
+            latency = (f"{med('latency_ms', load, n):.0f}" if n == 1 else
+                       f"{med('latency_ms', load, n):.0f} ({med('committer_latency_ms', load, n):.0f} / "
+                       f"{med('other_latency_ms', load, n):.0f})")
+            factors = "-" if n == 1 else " x ".join(
+                f"{med(k, load, 2) / med(k, load, 1):.2f}" for k in ("in_flight", "records_per_request")
+            ) + f" x {med('latency_ms', load, 1) / med('latency_ms', load, 2):.2f}"
+            little.append([load, f"{n} front{'s' if n > 1 else ''}", f"{med('in_flight', load, n):.2f}",
+                           f"{med('records_per_request', load, n):,.0f}", latency, factors])
     text = (f"{PRODUCERS} librdkafka producer processes, {records:,} 100-byte records per run, a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
             f"{ctx.repeats} interleaved runs; records/s from the first producer's first record to the last "
@@ -159,7 +193,28 @@ def run(ctx: BenchContext) -> BenchResult:
             + ".\n\n"
             + md_table(["load", "fronts", "records/s", "MB/s", "vs one front", "front CPU cores busy (sum)",
                         "moto CPU cores busy", "proxy (bench process) CPU cores busy",
-                        "producers CPU cores busy", "machine CPU cores busy"], rows))
+                        "producers CPU cores busy", "machine CPU cores busy"], rows)
+            + "\n\nWhere the rate comes from, by Little's law over the fronts' Produce requests (their "
+              "`lakelog_kafka_request_duration_seconds`): records/s = requests in flight x records per request / "
+              "latency, so two fronts' gain is the product of three factors (of the medians, so only about "
+              "the ratio above). The latency is the fronts' mean, and with two fronts that of the committer "
+              "front (the holder of partition 0's lease) / the other front, which hands its commits over.\n\n"
+            + md_table(["load", "fronts", "Produce requests in flight (mean)", "records per request",
+                        "Produce latency at the fronts, ms (committer / other)",
+                        "two vs one: in flight x records per request x 1/latency"], little))
+    stage_rows = []
+    for load in LOADS:
+        for n in (1, 2):
+            roles = ("one front",) if n == 1 else ("committer front", "other front")
+            for role in roles:
+                means = [r["stages"].get(role, {}) for r in series[(load, n)]]
+                stage_rows.append([load, role, *(
+                    f"{median([m[s] for m in means if s in m]):.1f}" if any(s in m for m in means) else "-"
+                    for s in STAGE_NAMES)])
+    text += ("\n\nWhere the fronts' group commits spend their time (`lakelog_produce_stage_seconds`, mean ms per "
+             "group commit, median of the runs): the other front's commit is a handoff, the round trip in which "
+             "the committer front carries it in its next commit.\n\n"
+             + md_table(["load", "front", *(f"{s.replace('_', ' ')} ms" for s in STAGE_NAMES)], stage_rows))
     ratio = ratios[GOAL_LOAD]
     goals = [Goal(f"two fronts >= {GOAL_RATIO}x one front (s3-standard, {GOAL_LOAD} load)", ratio >= GOAL_RATIO,
                   f"{ratio:.2f}x")]

@@ -53,15 +53,15 @@ class KafkaRun:
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, FrontProcess, MotoProcess, Run,
-                                    _free_port, arrow_body, http_load, json_body)
+    from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, STAGE_NAMES, STAGES, FrontProcess,
+                                    MotoProcess, Run, _free_port, arrow_body, http_load, json_body, stage_means)
     from bench.kafka_produce import confluent_produce
     from bench.s3_proxy import PROFILES, S3FaultProxy
 
     jbody, abody, big_abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS), arrow_body(OBJECT_STORE_ARROW_RECORDS)
     json_requests, arrow_requests = ctx.size(20, 2), ctx.size(6, 1)
     kafka_records = ctx.size(1_000_000, 5_000)
-    rows, metrics, goals_data = [], {}, {}
+    rows, metrics, goals_data, stages = [], {}, {}, {}
     moto = MotoProcess()
     try:
         for backend in ("local", "moto", "s3-express", "s3-standard"):
@@ -99,12 +99,15 @@ def run(ctx: BenchContext) -> BenchResult:
                     proxy.reset_stats()
                 runs["kafka"] = KafkaRun(confluent_produce(bootstrap, topic, kafka_records)[0], kafka_records)
                 stats["kafka"] = proxy.reset_stats() if proxy is not None else None
-                # Each body again, paced at half its maximum rate, for the acknowledgement latency.
+                # Each body again, paced at half its maximum rate, for the acknowledgement latency; and where
+                # its group commits' time went (the front's lakelog_produce_stage_seconds, means)
                 for kind, (body, records, n_clients, ctype, _) in bodies.items():
                     interval = n_clients * records / (runs[kind].records_per_s / 2)
+                    before = front.histogram(STAGES, "stage")
                     half[kind] = http_load(url(), body, ctype, records,
                                            ctx.size(max(10, int(HALF_RATE_S / interval)), 2), clients=n_clients,
                                            interval_s=interval)
+                    stages[(backend, kind)] = stage_means(before, front.histogram(STAGES, "stage"))
                 rate = runs["kafka"].records_per_s / 2
                 half_rate_s, latencies = confluent_produce(bootstrap, _create_topic(front.url),
                                                            ctx.size(int(rate * HALF_RATE_S), 2_000),
@@ -132,6 +135,7 @@ def run(ctx: BenchContext) -> BenchResult:
     finally:
         moto.close()
 
+    own_stages = STAGE_NAMES[:4]  # a lone front makes its commits itself: no handoff stage
     std = goals_data["s3-standard"]
     best_mb = max(std["json"].mb_per_s, std["arrow"].mb_per_s)
     mb_per_put = max((1000 / metrics[f"s3-standard_{k}_puts_per_gb"]) for k in ("json", "arrow")
@@ -156,5 +160,15 @@ def run(ctx: BenchContext) -> BenchResult:
             f"linger.ms 5; one {PARTITIONS}-partition topic per run. KAFKA: one confluent-kafka producer (lz4, linger.ms 5, "
             f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener. Latency at half rate: each body again on the same root, paced at "
             f"half its maximum rate for {HALF_RATE_S} s, by the same clients (KAFKA: one record at a time, each one's "
-            f"delivery report timed); the rate column is what the paced run reached.\n\n" + md_table(header, rows))
+            f"delivery report timed); the rate column is what the paced run reached.\n\n" + md_table(header, rows)
+            + "\n\nWhere a group commit's time goes in the half-rate runs: the mean ms per group commit in each stage "
+              "of the front's `lakelog_produce_stage_seconds` (docs/http.md): queue (its oldest request waiting to "
+              "be taken: linger.ms, or the group ahead while it uploads), upload (its segments, one PUT per "
+              "partition in parallel), commit wait (the commit ahead of it) and commit (its commit PUT); a "
+              "request's latency adds its own parsing and answer. The local root commits a group in one step "
+              "(queue only).\n\n"
+            + md_table(["root", "body", *(f"{s.replace('_', ' ')} ms" for s in own_stages), "sum ms"],
+                       [[backend, kind.upper(), *(f"{m[s]:.1f}" if s in m else "-" for s in own_stages),
+                         f"{sum(m.get(s, 0.0) for s in own_stages):.1f}"]
+                        for (backend, kind), m in stages.items()]))
     return BenchResult(markdown=text, summary=[" | ".join(r[:7]) for r in rows], metrics=metrics, goals=goals)

@@ -62,6 +62,10 @@ class Log:
         #: hands commits to each topic's committer front (lakelog/cluster/commit_forwarder.py); set by the
         #: front before any topic is written, None for a lone writer
         self.forwarder = None
+        #: ``(topic, {stage: seconds})`` after each pipelined group commit that landed (object stores): how long
+        #: its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"), and its
+        #: commit PUT ("commit") or the round trip to the committer front ("handoff") took; set by the front
+        self.on_commit_stages: Callable[[str, dict[str, float]], None] | None = None
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
         self.sticky = StickyPartitioner()
@@ -207,10 +211,15 @@ class Log:
             # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
             leased = not is_internal(topic)
             committer = Committer(self.root, topic, self.registry, self.node_id if leased else None,
-                                  self.describe_node, lock, self.forwarder if leased else None)
+                                  self.describe_node, lock, self.forwarder if leased else None,
+                                  on_stages=self._commit_stages)
             with self._lock:
                 self._committers[topic] = (lock, committer)
         return committer
+
+    def _commit_stages(self, topic: str, stages: dict[str, float]) -> None:
+        if self.on_commit_stages is not None:
+            self.on_commit_stages(topic, stages)
 
     def _append_locked(self, topic: str, lock: threading.Lock, batches: list[PartitionBatch]):
         committer = self._open_committer(topic, lock)

@@ -68,3 +68,34 @@ def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoin
         assert plain.append_pipelined is None
     finally:
         plain.close()
+
+
+def test_group_commits_report_where_their_time_goes(tmp_path, s3_endpoint):
+    """Every group reports its queue time; on S3 each landed group also its upload, its wait for the commit
+    ahead and its commit PUT, which together fit inside the time from its taking to its acknowledgement."""
+    import uuid
+
+    from s3_server import BUCKET, s3_options
+
+    batch = normalize_records(pa.table({"value": [b"x" * 100] * 10}))
+    for root in (str(tmp_path / "local"), f"s3://{BUCKET}/{uuid.uuid4().hex}"):
+        log = Log(root, storage_options=None if root.startswith("/") else s3_options(s3_endpoint))
+        log.create_topic("t", 4)
+        stages: list[dict[str, float]] = []
+        log.on_commit_stages = lambda topic, s: stages.append(s)
+        elapsed: list[float] = []
+        acc = log.accumulator(linger_ms=1, batch_size=2_000, on_stages=lambda topic, s: stages.append(s),
+                              on_commit=lambda topic, records, size, seconds: elapsed.append(seconds))
+        futures = [acc.append("t", [PartitionBatch(i % 4, batch)]) for i in range(100)]
+        assert all(not isinstance(r, Exception) for f in futures for r in f.result(60))
+        acc.close()
+        queued = [s["queue"] for s in stages if "queue" in s]
+        assert len(queued) == len(elapsed) and all(0 <= q < 60 for q in queued)
+        later = [s for s in stages if "queue" not in s]
+        if root.startswith("/"):
+            assert later == []  # a local root commits one group at a time, in one step
+            continue
+        assert len(later) == len(elapsed), (len(later), len(elapsed))  # one report per landed group
+        for s in later:
+            assert set(s) == {"upload", "commit_wait", "commit"} and min(s.values()) >= 0, s
+        assert sum(sum(s.values()) for s in later) <= sum(elapsed) + 0.01

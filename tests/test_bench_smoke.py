@@ -64,6 +64,11 @@ def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
             assert re.search(rf"\| {root} \| {body} \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|",
                              s3.group(1)), (root, body, s3.group(1))
     assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
+    # where the half-rate runs' group commits spent their time, from the front's stage histogram
+    for body in ("JSON", "ARROW"):
+        assert re.search(rf"\| local \| {body} \| \d+\.\d \| - \| - \| - \| \d+\.\d \|", s3.group(1)), body
+        for root in ("moto", "s3-express", "s3-standard"):
+            assert re.search(rf"\| {root} \| {body} \|( \d+\.\d \|){{5}}", s3.group(1)), (root, body, s3.group(1))
 
 
 def bench_section(tmp_path, name: str, timeout: int) -> str:
@@ -102,3 +107,11 @@ def test_s3_fronts_runs_end_to_end(tmp_path):
     for load in ("latency-bound", "defaults"):
         assert re.search(rf"\| {load} \| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \|", section), section
         assert re.search(rf"\| {load} \| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \|", section), section
+        # Little's law's factors, from the fronts' own Produce latency: in flight, records per request, latency
+        assert re.search(rf"\| {load} \| 1 front \| \d+\.\d\d \| [\d,]+ \| \d+ \| - \|", section), section
+        assert re.search(rf"\| {load} \| 2 fronts \| \d+\.\d\d \| [\d,]+ \| \d+ \(\d+ / \d+\) \| "
+                         rf"\d+\.\d\d x \d+\.\d\d x \d+\.\d\d \|", section), section
+        # each front's stage means: queue, upload, commit wait, then its own commit PUT or the handoff
+        assert re.search(rf"\| {load} \| one front \|( \d+\.\d \|){{4}} - \|", section), section
+        assert re.search(rf"\| {load} \| committer front \|( \d+\.\d \|){{4}} - \|", section), section
+        assert re.search(rf"\| {load} \| other front \|( \d+\.\d \|){{3}} (-|\d+\.\d) \| \d+\.\d \|", section), section

@@ -27,6 +27,7 @@ I/O (so asyncio callers wrap the future and never block their loop).
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections import deque
@@ -35,6 +36,8 @@ from typing import Callable
 
 from lakelog.errors import KafkaError, KafkaStorageError, ThrottlingQuotaExceeded
 from lakelog.writer.committer import AppendResult, PartitionBatch
+
+log = logging.getLogger(__name__)
 
 # One Delta commit of a topic's batches, one result per batch (``Log.append_batches``). The accumulator takes the
 # function rather than the Log so that the writer package does not import the facade that builds on it.
@@ -64,7 +67,8 @@ class RecordAccumulator:
     def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
                  buffer_memory: int = DEFAULT_BUFFER_MEMORY, max_commit_bytes: int | None = None,
                  on_commit: Callable[[str, int, int, float], None] | None = None,
-                 append_pipelined: AppendPipelined | None = None) -> None:
+                 append_pipelined: AppendPipelined | None = None,
+                 on_stages: Callable[[str, dict[str, float]], None] | None = None) -> None:
         self.append_batches = append_batches
         self.append_pipelined = append_pipelined
         self.linger_s = linger_ms / 1000.0
@@ -72,6 +76,9 @@ class RecordAccumulator:
         self.max_commit_bytes = max_commit_bytes if max_commit_bytes is not None else 4 * batch_size
         self.buffer_memory = buffer_memory
         self.on_commit = on_commit  # (topic, records, bytes, seconds) after each commit, for metrics
+        # (topic, {"queue": seconds}) as each group is taken: how long its oldest append waited for it (linger.ms,
+        # or the group ahead while it uploads or commits), for metrics
+        self.on_stages = on_stages
         # One lock; a condition per topic for its sender and one for flush(), so an append wakes only its own
         # topic's sender -- and only when that sender must act now -- instead of every thread in the process.
         self._lock = threading.Lock()
@@ -140,6 +147,11 @@ class RecordAccumulator:
                 return
             flat = [b for batches, _, _, _ in taken for b in batches]
             started = time.monotonic()
+            if self.on_stages is not None:
+                try:
+                    self.on_stages(topic, {"queue": started - taken[0][2]})
+                except Exception as e:  # a metrics hook must not stop the sender
+                    log.warning("reporting the queue time of %s failed: %s", topic, e)
             try:
                 if self.append_pipelined is not None:
                     outcome = self.append_pipelined(topic, flat)

@@ -48,6 +48,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 import numpy as np
@@ -183,6 +184,10 @@ class StagedGroup:
     version: int = -1  # the version of the commit it went out in
     landed: bool = False
     future: Future = field(default_factory=Future)
+    # time.monotonic() when it was staged, when each upload finished, when its commit went out: its stages
+    staged_at: float = 0.0
+    uploaded_at: list[float] = field(default_factory=list)
+    launched_at: float = 0.0
 
     def uploaded(self) -> OSError | None:
         """Collect the finished uploads' add actions; the first failure, if any."""
@@ -217,7 +222,7 @@ class Committer:
 
     def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
                  node_id: int | None = None, describe_node=None, lock: threading.Lock | None = None,
-                 forwarder=None) -> None:
+                 forwarder=None, on_stages: Callable[[str, dict[str, float]], None] | None = None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -229,6 +234,9 @@ class Committer:
         # Several fronts: ``committer_front(snapshot) -> URL | None`` and ``hand_off(url, topic, data) -> Future``
         # (lakelog/cluster/commit_forwarder.py); None: this writer makes all its commits itself.
         self._forwarder = forwarder
+        # (topic, {stage: seconds}) once a pipelined group's commit landed: "upload", "commit_wait", and
+        # "commit" (its PUT) or "handoff" (the round trip to the committer front), for metrics
+        self._on_stages = on_stages
         snap = load_snapshot(root, topic)
         if snap.version < 0 or snap.deleted:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root.uri}")
@@ -415,11 +423,13 @@ class Committer:
         txns = {leo_app(p): leo[p] for p in plan}
         if self.node_id is not None:  # our leases again, unchanged: a takeover since then conflicts with us
             txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan if self._holds_lease(snap, p)})
-        staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, after)
+        staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, after,
+                             staged_at=time.monotonic())
         self._pipeline.append(staged)
         for p, items in plan.items():  # each segment is built on its upload's thread, not under the lock
             upload = _uploads().submit(self._write_segment, p, batches, items, snap, append_time)
             staged.uploads.append(upload)
+            upload.add_done_callback(lambda _, g=staged: g.uploaded_at.append(time.monotonic()))
             upload.add_done_callback(self._nudge_later)
         return staged
 
@@ -541,6 +551,8 @@ class Committer:
         body, info = _commit_body(added, txns, meta)
         if groups:
             groups[0].after = None  # concluded: let it go
+        for g in groups:
+            g.launched_at = time.monotonic()
         self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body, handed=taken))
 
     def _only_handoffs_since(self, base: int, apps: set[str]) -> bool:
@@ -656,9 +668,19 @@ class Committer:
         for g in flight.groups:
             if outcome is True:
                 g.version, g.landed = flight.version, landed and not self._stale
+                if self._on_stages is not None:
+                    self._report_stages(g, "handoff" if flight.forwarded else "commit")
                 g.future.set_result(self._acknowledge(g.results, g.acked))
             else:  # it may still land: its files stay (orphans are never read)
                 g.future.set_result(self._fail_pending(g.results, g.plan, outcome))
+
+    def _report_stages(self, g: StagedGroup, last: str) -> None:
+        uploaded = max(g.uploaded_at, default=g.staged_at)
+        try:
+            self._on_stages(self.topic, {"upload": uploaded - g.staged_at, "commit_wait": g.launched_at - uploaded,
+                                         last: time.monotonic() - g.launched_at})
+        except Exception as e:  # a metrics hook must not fail an acknowledgement
+            log.warning("reporting commit stages of %s failed: %s", self.topic, _describe(e))
 
     def _replan(self, groups: list[StagedGroup]) -> None:
         """Groups none of whose commit landed: their files go, and they are appended again the plain way."""

@@ -180,15 +180,26 @@ def test_fetch_limits_and_delete_records(http, topic):
     assert fetch_all(http, topic, 0, offset=12)[0]["value"] == "v12"
 
 
-def test_metrics_expose_the_listed_families(http, topic):
+def test_metrics_expose_the_listed_families(front_root, http, topic):
     r = http.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "abc", "partition": 0}] * 3})
     assert r.status_code == 200
     http.get(f"/v1/topics/{topic}/partitions/0/records", params={"offset": 999})  # an error to count
     text = http.get("/metrics").text
     for family in ("lakelog_records_in_total", "lakelog_bytes_in_total", "lakelog_request_duration_seconds_bucket",
                    "lakelog_commit_duration_seconds_bucket", "lakelog_accumulator_buffered_bytes",
-                   "lakelog_accumulator_buffer_memory_bytes", "lakelog_errors_total"):
+                   "lakelog_accumulator_buffer_memory_bytes", "lakelog_errors_total",
+                   "lakelog_produce_stage_seconds_bucket"):
         assert family in text, family
+    # where produce's time went: queued everywhere; uploads, the wait for the commit ahead and the commit PUT
+    # only where commits are pipelined (object stores)
+    counted = {line.split('"')[1]: float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("lakelog_produce_stage_seconds_count{")}
+    pipelined = {"upload", "commit_wait", "commit"}
+    assert counted.get("queue", 0) >= 1, counted
+    if front_root[0].startswith("s3://"):
+        assert all(counted.get(stage, 0) >= 1 for stage in pipelined), counted
+    else:
+        assert not pipelined & set(counted), counted
     line = next(x for x in text.splitlines() if x.startswith(f'lakelog_records_in_total{{topic="{topic}"}}'))
     assert float(line.split()[-1]) >= 3
     assert 'route="/v1/topics/{topic}/records"' in text

@@ -107,6 +107,14 @@ def test_the_committer_front_killed_on_s3_loses_nothing(s3_fronts):
     handed = [cid for c in commits for cid in c.commit_info.get(HANDED_COMMIT_IDS_KEY, [])]
     assert handed, "no front handed a commit to the committer front"
     assert len(handed) == len(set(handed))
+    # the fronts that handed commits over timed those round trips (lakelog_produce_stage_seconds)
+    handoffs = 0.0
+    for f in s3_fronts:
+        if f.proc.poll() is None:
+            with f.client() as http:
+                handoffs += sum(float(line.split()[-1]) for line in http.get("/metrics").text.splitlines()
+                                if line.startswith('lakelog_produce_stage_seconds_count{stage="handoff"}'))
+    assert handoffs >= 1
 
 
 def produce_through_a_kill(fronts, pick_victim) -> str:
