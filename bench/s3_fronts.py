@@ -62,12 +62,6 @@ def _produce_requests(front) -> tuple[float, float]:
     return front.histogram("lakelog_kafka_request_duration_seconds", "api").get("Produce", (0.0, 0.0))
 
 
-def _leader_of_0(bootstrap: str, topic: str) -> int:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
-
-
 def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -102,7 +96,6 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         while not _balanced(bootstrap, "load", fronts_n):
             assert time.monotonic() < deadline, "partition leases did not settle"
             time.sleep(0.5)
-        committer = _leader_of_0(bootstrap, "load")  # the holder of partition 0's lease makes the commits
         requests0 = [_produce_requests(f) for f in fronts]
         stages0 = [f.histogram(STAGES, "stage") for f in fronts]
         cpu0 = [_cpu_seconds(f.proc.pid) for f in fronts]
@@ -120,7 +113,15 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
         cpu = sum(_cpu_seconds(f.proc.pid) - c for f, c in zip(fronts, cpu0))
         requests = [tuple(b - a for a, b in zip(r0, _produce_requests(f))) for f, r0 in zip(fronts, requests0)]
-        stages = [stage_means(s0, f.histogram(STAGES, "stage")) for f, s0 in zip(fronts, stages0)]
+        stages1 = [f.histogram(STAGES, "stage") for f in fronts]
+        stages = [stage_means(s0, s1) for s0, s1 in zip(stages0, stages1)]
+
+        def made(i: int, stage: str) -> float:
+            return stages1[i].get(stage, (0.0, 0.0))[0] - stages0[i].get(stage, (0.0, 0.0))[0]
+
+        # The committer front is the one that made the commits (the holder of partition 0's lease, which can move
+        # under load), the other handed its over: judged by what each did, not by who led at the start
+        committer = 1 + max(range(fronts_n), key=lambda i: made(i, "commit") - made(i, "handoff"))
         reports = [out.get(timeout=10) for _ in procs]
         # From the first producer's first record to the last one's flush: not the processes' start-up (imports)
         span = max(r[1] for r in reports) - min(r[0] for r in reports)
