@@ -87,10 +87,9 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             for listener in listeners:
                 listener(*args)
 
-        log.on_commit_stages = metrics.on_stages
+        log.on_commit_stages = metrics.on_stages  # the accumulator's queue times and the committers' stages
         accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
-                                      buffer_memory=settings.buffer_memory, on_commit=on_commit,
-                                      on_stages=metrics.on_stages)
+                                      buffer_memory=settings.buffer_memory, on_commit=on_commit)
         metrics.watch_accumulator(lambda: accumulator.buffered_bytes, accumulator.buffer_memory)
         metadata = TopicMetadata(log, settings.metadata_max_age_ms)
         app.state.log = log

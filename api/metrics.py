@@ -69,7 +69,7 @@ class Metrics:
         self.commit_duration.labels(topic).observe(seconds)
 
     def on_stages(self, topic: str, stages: dict[str, float]) -> None:
-        """The accumulator's and the log's callback with a group commit's stage times."""
+        """The log's callback with a group commit's stage times (``Log.on_commit_stages``)."""
         for stage, seconds in stages.items():
             self.produce_stage.labels(stage).observe(seconds)
 

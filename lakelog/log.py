@@ -62,9 +62,10 @@ class Log:
         #: hands commits to each topic's committer front (lakelog/cluster/commit_forwarder.py); set by the
         #: front before any topic is written, None for a lone writer
         self.forwarder = None
-        #: ``(topic, {stage: seconds})`` after each pipelined group commit that landed (object stores): how long
-        #: its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"), and its
-        #: commit PUT ("commit") or the round trip to the committer front ("handoff") took; set by the front
+        #: ``(topic, {stage: seconds})`` for metrics; set by the front. Its accumulators (:meth:`accumulator`)
+        #: report each group's wait to be taken ("queue"); each pipelined group commit that landed (object stores)
+        #: how long its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"),
+        #: and its commit PUT ("commit") or the round trip to the committer front ("handoff") took
         self.on_commit_stages: Callable[[str, dict[str, float]], None] | None = None
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
@@ -284,6 +285,7 @@ class Log:
             kwargs["buffer_memory"] = DEFAULT_BUFFER_MEMORY if self.root.is_local else OBJECT_STORE_BUFFER_MEMORY
         if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
             kwargs["max_commit_bytes"] = kwargs["buffer_memory"] // 2
+        kwargs.setdefault("on_stages", self._commit_stages)
         # LAKELOG_PIPELINE_COMMITS=0: one group commit at a time (fewer, larger objects; see docs/storage.md)
         pipelined = os.environ.get("LAKELOG_PIPELINE_COMMITS", "1") != "0"
         return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined if pipelined else None,

@@ -71,8 +71,9 @@ def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoin
 
 
 def test_group_commits_report_where_their_time_goes(tmp_path, s3_endpoint):
-    """Every group reports its queue time; on S3 each landed group also its upload, its wait for the commit
-    ahead and its commit PUT, which together fit inside the time from its taking to its acknowledgement."""
+    """Through the one hook ``Log.on_commit_stages``: every group reports its queue time; on S3 each landed group
+    also its upload, its wait for the commit ahead and its commit PUT, which together fit inside the time from
+    its taking to its acknowledgement."""
     import uuid
 
     from s3_server import BUCKET, s3_options
@@ -84,7 +85,7 @@ def test_group_commits_report_where_their_time_goes(tmp_path, s3_endpoint):
         stages: list[dict[str, float]] = []
         log.on_commit_stages = lambda topic, s: stages.append(s)
         elapsed: list[float] = []
-        acc = log.accumulator(linger_ms=1, batch_size=2_000, on_stages=lambda topic, s: stages.append(s),
+        acc = log.accumulator(linger_ms=1, batch_size=2_000,  # reports its queue times to the same hook
                               on_commit=lambda topic, records, size, seconds: elapsed.append(seconds))
         futures = [acc.append("t", [PartitionBatch(i % 4, batch)]) for i in range(100)]
         assert all(not isinstance(r, Exception) for f in futures for r in f.result(60))
