@@ -89,6 +89,10 @@ class RequestStats:
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
     bytes_in: int = 0  # request bodies (what was stored)
     bytes_out: int = 0  # response bodies (what was read)
+    # Each forwarded request's service time in ms, from its last byte read to its response ready (the drawn
+    # latency, the transfer time and the store's own time), by operation; PUTs of Delta commit files are kept
+    # apart under "COMMIT" (and counted as PUTs in ``requests``)
+    service_ms: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in (*OPERATIONS, "COMMIT")})
 
     @property
     def puts(self) -> int:
@@ -322,6 +326,7 @@ class S3FaultProxy:
                 if action == "drop":
                     return
                 op = operation(method, path)
+                received = time.perf_counter()
                 if self.latency is not None:
                     with self._lock:
                         wait = self.latency.draw_s(op, self._rng)
@@ -329,8 +334,10 @@ class S3FaultProxy:
                 response = self._forward(first, headers, body, method)
                 if self.latency is not None and self.latency.mb_per_s:
                     time.sleep(self.latency.transfer_s(len(response)))
+                service_ms = 1000 * (time.perf_counter() - received)
                 with self._lock:
                     self.stats.requests[op] += 1
+                    self.stats.service_ms["COMMIT" if commit_put(method, path) else op].append(service_ms)
                     self.stats.bytes_in += len(body)
                     self.stats.bytes_out += max(0, len(response) - response.find(b"\r\n\r\n") - 4)
                 if fault is not None:
