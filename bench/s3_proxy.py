@@ -23,7 +23,8 @@ for its operation (PUT, GET, LIST, HEAD, DELETE, POST) from a log-normal
 distribution with the profile's p50 and p99 -- before forwarding, so a GET's
 wait is its time to first byte. Requests wait in their own connection threads:
 the proxy never serialises them. :attr:`stats` counts requests per operation and
-the bytes moved each way. Thread-safe; one thread per client connection.
+the bytes moved each way, and keeps each request's service time (what
+:mod:`bench.commit_floor` is fed). Thread-safe; one thread per client connection.
 """
 
 from __future__ import annotations
