@@ -20,6 +20,8 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+from bench import percentile
+
 
 @dataclass(frozen=True)
 class Floor:
@@ -29,12 +31,6 @@ class Floor:
     p50_ms: float
     p99_ms: float
     puts_per_request: float
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """The value at quantile *q* (0..1) of *values*, nearest rank; *values* must not be empty."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def serial_commit_floor(upload_ms: Sequence[float], commit_ms: Sequence[float], requests_per_s: float, *,
@@ -71,4 +67,4 @@ def serial_commit_floor(upload_ms: Sequence[float], commit_ms: Sequence[float], 
         committer_free = launched + put(commit_ms, commit_hedge)
         latencies.extend(committer_free - arrival for _, arrival in landed[i:j])
         i = j
-    return Floor(quantile(latencies, 0.5), quantile(latencies, 0.99), puts / requests)
+    return Floor(percentile(latencies, 50), percentile(latencies, 99), puts / requests)

@@ -48,14 +48,15 @@ def _create_topic(url: str) -> str:
 def _floors(stats, run, records: int) -> dict:
     """A half-rate run's latency floors (bench/commit_floor.py) from the PUT times the proxy measured in it:
     without hedging, and with each kind of PUT hedged at its own p90."""
-    from bench.commit_floor import quantile, serial_commit_floor
+    from bench import percentile
+    from bench.commit_floor import serial_commit_floor
 
     upload, commit = stats.service_ms["PUT"], stats.service_ms["COMMIT"]
     rate = run.records_per_s / records
     if not upload or not commit or rate <= 0:
         return {}
-    hedges = (quantile(upload, 0.9), quantile(commit, 0.9))
-    return {"put_p50": quantile(upload + commit, 0.5), "put_p99": quantile(upload + commit, 0.99),
+    hedges = (percentile(upload, 90), percentile(commit, 90))
+    return {"put_p50": percentile(upload + commit, 50), "put_p99": percentile(upload + commit, 99),
             "floor": serial_commit_floor(upload, commit, rate),
             "hedged": serial_commit_floor(upload, commit, rate, hedge_ms=hedges)}
 
