@@ -147,12 +147,13 @@ class FrontProcess:
 
     def histogram(self, family: str, label: str) -> dict[str, tuple[float, float]]:
         """A histogram of the front's ``/metrics``: label value -> (observations, their sum)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
         out: dict[str, list[float]] = {}
-        for line in httpx.get(f"{self.url}/metrics", timeout=30).text.splitlines():
-            for part, i in (("_count{", 0), ("_sum{", 1)):
-                if line.startswith(family + part) and f'{label}="' in line:
-                    value = line.split(f'{label}="', 1)[1].split('"', 1)[0]
-                    out.setdefault(value, [0.0, 0.0])[i] += float(line.rsplit(" ", 1)[1])
+        for metric in text_string_to_metric_families(httpx.get(f"{self.url}/metrics", timeout=30).text):
+            for sample in metric.samples if metric.name == family else ():
+                if label in sample.labels and sample.name in (f"{family}_count", f"{family}_sum"):
+                    out.setdefault(sample.labels[label], [0.0, 0.0])[sample.name.endswith("_sum")] += sample.value
         return {k: (v[0], v[1]) for k, v in out.items()}
 
     def close(self) -> None:

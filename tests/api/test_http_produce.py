@@ -8,6 +8,7 @@ import io
 import time
 
 import pyarrow as pa
+from prometheus_client.parser import text_string_to_metric_families
 
 from front_process import new_topic
 from lakelog.writer.partitioner import partition_for_key
@@ -192,8 +193,8 @@ def test_metrics_expose_the_listed_families(front_root, http, topic):
         assert family in text, family
     # where produce's time went: queued everywhere; uploads, the wait for the commit ahead and the commit PUT
     # only where commits are pipelined (object stores)
-    counted = {line.split('"')[1]: float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("lakelog_produce_stage_seconds_count{")}
+    counted = {sample.labels["stage"]: sample.value for metric in text_string_to_metric_families(text)
+               for sample in metric.samples if sample.name == "lakelog_produce_stage_seconds_count"}
     pipelined = {"upload", "commit_wait", "commit"}
     assert counted.get("queue", 0) >= 1, counted
     if front_root[0].startswith("s3://"):

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.log import Log
 from lakelog.storage.delta_log import read_tail
@@ -112,8 +113,9 @@ def test_the_committer_front_killed_on_s3_loses_nothing(s3_fronts):
     for f in s3_fronts:
         if f.proc.poll() is None:
             with f.client() as http:
-                handoffs += sum(float(line.split()[-1]) for line in http.get("/metrics").text.splitlines()
-                                if line.startswith('lakelog_produce_stage_seconds_count{stage="handoff"}'))
+                handoffs += sum(sample.value for metric in text_string_to_metric_families(http.get("/metrics").text)
+                                for sample in metric.samples if sample.name == "lakelog_produce_stage_seconds_count"
+                                and sample.labels.get("stage") == "handoff")
     assert handoffs >= 1
 
 
