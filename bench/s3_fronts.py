@@ -199,7 +199,7 @@ def run(ctx: BenchContext) -> BenchResult:
               "`lakelog_kafka_request_duration_seconds`): records/s = requests in flight x records per request / "
               "latency, so two fronts' gain is the product of three factors (of the medians, so only about "
               "the ratio above). The latency is the fronts' mean, and with two fronts that of the committer "
-              "front (the holder of partition 0's lease) / the other front, which hands its commits over.\n\n"
+              "front (the one that made the commits) / the other front, which handed its commits over.\n\n"
             + md_table(["load", "fronts", "Produce requests in flight (mean)", "records per request",
                         "Produce latency at the fronts, ms (committer / other)",
                         "two vs one: in flight x records per request x 1/latency"], little))
