@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -320,20 +320,29 @@ class Log:
     def take_lease(self, topic: str, partition: int) -> Lease:
         """Take the partition's lease for this node (``node_id``) at the next epoch; the holder's next append is
         fenced.  Returns the lease held afterwards (unchanged if this node already holds it)."""
+        return self.take_leases(topic, [partition])[partition]
+
+    def take_leases(self, topic: str, partitions: Sequence[int]) -> dict[int, Lease]:
+        """:meth:`take_lease` for several partitions of one topic in one commit (one PUT, one wait for this
+        process's appends, however many partitions a front joining or outliving another takes)."""
         if self.node_id is None:
             raise ValueError("take_lease needs a Log with a node_id")
 
         def actions(snap: TopicSnapshot) -> list[dict]:
-            if not 0 <= partition < snap.partition_count:
-                raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
-            held = unpack(snap.txn(lease_app(partition)))
-            if held is not None and held.node_id == self.node_id:
-                return []
-            taken = held.next(self.node_id) if held else Lease(0, self.node_id)
-            return [{"txn": {"appId": lease_app(partition), "version": taken.pack(),
-                             "lastUpdated": int(time.time() * 1000)}}]
+            out = []
+            for partition in partitions:
+                if not 0 <= partition < snap.partition_count:
+                    raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
+                held = unpack(snap.txn(lease_app(partition)))
+                if held is not None and held.node_id == self.node_id:
+                    continue
+                taken = held.next(self.node_id) if held else Lease(0, self.node_id)
+                out.append({"txn": {"appId": lease_app(partition), "version": taken.pack(),
+                                    "lastUpdated": int(time.time() * 1000)}})
+            return out
 
-        return unpack(self._admin_commit(topic, "lease", "WRITE", actions).txn(lease_app(partition)))
+        after = self._admin_commit(topic, "lease", "WRITE", actions)
+        return {p: unpack(after.txn(lease_app(p))) for p in partitions}
 
     def _admin_commit(self, topic: str, operation: str, delta_operation: str,
                       actions: Callable[[TopicSnapshot], list[dict]], *, expect_gone: bool = False) -> TopicSnapshot:

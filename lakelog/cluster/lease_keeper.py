@@ -1,11 +1,14 @@
-"""Keeps this front's share of partition leases: every ``interval`` it beats its heartbeat, reads the live
-fronts, computes the balanced assignment (:func:`~lakelog.storage.partition_lease.assign`) and takes the
+"""Keeps this front's share of partition leases: every ``interval`` it reads the live fronts, computes the balanced assignment (:func:`~lakelog.storage.partition_lease.assign`) and takes the
 leases assigned to it that another front holds (or nobody does).  A front that died stops beating and, one
 session timeout later, its partitions are assigned to the others, which take them; a front that joins is
 dealt its share at once and takes it, fencing the previous holders' next appends.  The previous holder of a
 moved partition answers ``NOT_LEADER_OR_FOLLOWER`` with the new leader from then on.
 
-Thread safety: one background thread writes; :meth:`leader` and :meth:`live` read a snapshot of its last pass.
+The heartbeat has a thread of its own, beating every ``interval`` whatever the lease pass is doing (Kafka's
+consumer does the same since KIP-62): a pass waits for this front's appends to take leases, and under load it
+can outlast the session timeout, which must not make the others take this live front's partitions.
+
+Thread safety: one background thread writes the leases, another the heartbeat; :meth:`leader` and :meth:`live` read a snapshot of its last pass.
 """
 
 from __future__ import annotations
@@ -30,19 +33,21 @@ class LeaseKeeper:
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._stop = threading.Event()
         log_.describe_node = self.describe
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.passes = 0  # completed passes (tests wait on it)
 
     def start(self) -> "LeaseKeeper":
         self.run_once()
-        self._thread = threading.Thread(target=self._run, name="lakelog-lease-keeper", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._beat, name="lakelog-front-heartbeat", daemon=True),
+                         threading.Thread(target=self._run, name="lakelog-lease-keeper", daemon=True)]
+        for t in self._threads:
+            t.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for t in self._threads:
+            t.join(timeout=10)
         self.membership.leave()
 
     def live(self) -> list[FrontInfo]:
@@ -59,15 +64,28 @@ class LeaseKeeper:
         kafka = f", Kafka {f.kafka_host}:{f.kafka_port}" if f.kafka_host else ""
         return f"node {node_id} ({f.http_url}{kafka})"
 
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.membership.heartbeat()
+            except Exception as e:  # storage trouble: the next beat may land within the session timeout
+                log.warning("front heartbeat failed: %s", e)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.run_once()
+                self.run_pass()
             except Exception as e:  # storage trouble: try again next pass; leases expire only with heartbeats
                 log.warning("lease keeper pass failed: %s", e)
 
     def run_once(self) -> None:
+        """A heartbeat, then a lease pass."""
         self.membership.heartbeat()
+        self.run_pass()
+
+    def run_pass(self) -> None:
+        """Read the live fronts and take the leases assigned to this front that it does not hold, one commit
+        per topic."""
         live = self.membership.live()
         self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
         me = self.log.node_id
@@ -78,15 +96,15 @@ class LeaseKeeper:
                 pairs.append((t, p))
                 if (held := unpack(snap.txn(lease_app(p)))) is not None:
                     holders[(t, p)] = held.node_id
+        wanted: dict[str, list[int]] = {}  # as of this pass's snapshots: one look at the log per topic
         for (topic, partition), node in assign(pairs, list(self._fronts), holders).items():
-            if node != me:
-                continue
-            held = holders.get((topic, partition))  # as of this pass's snapshot: one look at the log per topic
-            if held != me:
-                try:
-                    self.log.take_lease(topic, partition)
-                    log.warning("node %d took the lease of %s partition %d (was %s)", me, topic, partition,
-                                "nobody" if held is None else f"node {held}")
-                except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
-                    log.warning("taking the lease of %s partition %d: %s", topic, partition, e)
+            if node == me and holders.get((topic, partition)) != me:
+                wanted.setdefault(topic, []).append(partition)
+        for topic, partitions in wanted.items():
+            try:
+                self.log.take_leases(topic, partitions)
+                log.warning("node %d took the leases of %s partitions %s (were %s)", me, topic, partitions,
+                            [holders.get((topic, p)) for p in partitions])
+            except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
+                log.warning("taking the leases of %s partitions %s: %s", topic, partitions, e)
         self.passes += 1

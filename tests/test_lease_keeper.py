@@ -1,0 +1,78 @@
+"""The lease keeper (lakelog/cluster/lease_keeper.py) on the real moto S3 server, through the fault proxy: a pass
+takes a topic's leases in one commit, and the front's heartbeat goes on while a pass waits on a slow commit,
+so the other fronts never take a live front's partitions because its lease pass is slow."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from s3_server import BUCKET, s3_options
+from bench.s3_proxy import S3FaultProxy, commit_put
+from lakelog.cluster.lease_keeper import LeaseKeeper
+from lakelog.cluster.membership import FrontInfo, Membership
+from lakelog.errors import UnknownTopicOrPartition
+from lakelog.log import Log
+from lakelog.storage.partition_lease import Lease
+from lakelog.storage.storage_root import StorageRoot
+
+SESSION_MS = 1500
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    p = S3FaultProxy(s3_endpoint).start()
+    yield p
+    p.stop()
+
+
+def fresh_root(proxy: S3FaultProxy) -> StorageRoot:
+    return StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(proxy.url))
+
+
+def test_take_leases_commits_once_for_every_partition_it_takes(proxy):
+    root = fresh_root(proxy)
+    a, b = Log(root, node_id=1), Log(root, node_id=2)
+    a.create_topic("t", 4)
+    a.take_lease("t", 1)
+    before = a.snapshot("t").version
+    assert b.take_leases("t", [0, 1, 2]) == {0: Lease(0, 2), 1: Lease(1, 2), 2: Lease(0, 2)}
+    assert b.snapshot("t").version == before + 1  # one commit for the three
+    assert b.take_leases("t", [0, 2]) == {0: Lease(0, 2), 2: Lease(0, 2)}
+    assert b.snapshot("t").version == before + 1  # all held already: nothing committed
+    with pytest.raises(UnknownTopicOrPartition):
+        b.take_leases("t", [3, 4])
+    assert a.lease("t", 3) is None and a.snapshot("t").version == before + 1  # refused whole: nothing written
+
+
+def test_the_heartbeat_goes_on_while_a_lease_pass_waits_on_a_slow_commit(proxy):
+    root = fresh_root(proxy)
+    Log(root).create_topic("first", 2)
+    keeper = LeaseKeeper(Log(root, node_id=1), Membership(root, FrontInfo(1, "http://127.0.0.1:1"), SESSION_MS),
+                         interval_s=SESSION_MS / 3000).start()
+    try:
+        other = Membership(root, FrontInfo(2, "http://127.0.0.1:2"), SESSION_MS)  # how another front sees it
+        assert [f.node_id for f in other.live()] == [1]
+        # A new topic: the next pass takes its leases, and that commit's PUT stalls for twice the session timeout
+        # (version 0 is the topic's creation)
+        stall = proxy.stall(lambda method, path: commit_put(method, path) and "/second/_delta_log/" in path
+                            and path.split("?")[0].endswith("1.json"), 2 * SESSION_MS / 1000, then="forward")
+        Log(root).create_topic("second", 3)
+        deadline = time.monotonic() + 30
+        while not stall.hits:
+            assert time.monotonic() < deadline, "the keeper never took the new topic's leases"
+            time.sleep(0.05)
+        seen = []
+        while not stall.done.is_set():  # the pass is parked in the stalled PUT
+            seen.append([f.node_id for f in other.live()])
+            time.sleep(0.1)
+        assert len(seen) >= 10 and all(s == [1] for s in seen), seen
+        deadline = time.monotonic() + 30
+        while [Log(root).lease("second", p) for p in range(3)] != [Lease(0, 1)] * 3:
+            assert time.monotonic() < deadline, "the stalled lease commit never landed"
+            time.sleep(0.1)
+        assert Log(root).snapshot("second").version == 1  # the topic's creation, then one commit for its leases
+    finally:
+        keeper.stop()
