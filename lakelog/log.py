@@ -330,7 +330,7 @@ class Log:
 
         def actions(snap: TopicSnapshot) -> list[dict]:
             out = []
-            for partition in partitions:
+            for partition in dict.fromkeys(partitions):  # one txn action per app id in a commit
                 if not 0 <= partition < snap.partition_count:
                     raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
                 held = unpack(snap.txn(lease_app(partition)))

@@ -35,16 +35,18 @@ def fresh_root(proxy: S3FaultProxy) -> StorageRoot:
 def test_take_leases_commits_once_for_every_partition_it_takes(proxy):
     root = fresh_root(proxy)
     a, b = Log(root, node_id=1), Log(root, node_id=2)
-    a.create_topic("t", 4)
+    a.create_topic("t", 5)
     a.take_lease("t", 1)
     before = a.snapshot("t").version
     assert b.take_leases("t", [0, 1, 2]) == {0: Lease(0, 2), 1: Lease(1, 2), 2: Lease(0, 2)}
     assert b.snapshot("t").version == before + 1  # one commit for the three
     assert b.take_leases("t", [0, 2]) == {0: Lease(0, 2), 2: Lease(0, 2)}
     assert b.snapshot("t").version == before + 1  # all held already: nothing committed
+    assert a.take_leases("t", [3, 3]) == {3: Lease(0, 1)}  # named twice, taken once
+    assert a.snapshot("t").version == before + 2
     with pytest.raises(UnknownTopicOrPartition):
-        b.take_leases("t", [3, 4])
-    assert a.lease("t", 3) is None and a.snapshot("t").version == before + 1  # refused whole: nothing written
+        b.take_leases("t", [4, 5])
+    assert a.lease("t", 4) is None and a.snapshot("t").version == before + 2  # refused whole: nothing written
 
 
 def test_the_heartbeat_goes_on_while_a_lease_pass_waits_on_a_slow_commit(proxy):
