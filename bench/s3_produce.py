@@ -190,8 +190,8 @@ def run(ctx: BenchContext) -> BenchResult:
             f"the front's default settings (buffer.memory 64 MiB locally, 256 MiB on object stores); "
             f"linger.ms 5; one {PARTITIONS}-partition topic per run. KAFKA: one confluent-kafka producer (lz4, linger.ms 5, "
             f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener. Latency at half rate: each body again on the same root, paced at "
-            f"half its maximum rate for {HALF_RATE_S} s, by the same clients (KAFKA: one record at a time, each one's "
-            f"delivery report timed); the rate column is what the paced run reached.\n\n" + md_table(header, rows)
+            f"half its maximum rate for {HALF_RATE_S} s, by the same clients (KAFKA: the producer warmed up "
+            f"first, then each record's latency as librdkafka measures it, produce() to acknowledgement); the rate column is what the paced run reached.\n\n" + md_table(header, rows)
             + "\n\nWhere a group commit's time goes in the half-rate runs: the mean ms per group commit in each stage "
               "of the front's `lakelog_produce_stage_seconds` (docs/http.md): queue (its oldest request waiting to "
               "be taken: linger.ms, or the group ahead while it uploads), upload (its segments, one PUT per "
