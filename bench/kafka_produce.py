@@ -235,7 +235,8 @@ def run(ctx: BenchContext) -> BenchResult:
         try:
             for _ in range(ctx.repeats):
                 n = ctx.size(int(half * 5), 2_000)
-                for key, (servers, url) in {"": (bootstrap, front.url), "_linger1": (fast_bootstrap, fast.url)}.items():
+                fronts = {"": (bootstrap, front.url), "_linger1": (fast_bootstrap, fast.url)}
+                for key, (servers, url) in fronts.items():
                     paced, lat = confluent_produce(servers, _create_topic(url), n, interval_s=1 / half)
                     series["p99" + key].append(percentile(lat, 99) * 1000)
                     series["paced" + key].append(paced)
@@ -279,9 +280,9 @@ def run(ctx: BenchContext) -> BenchResult:
     md += f"\n\np99 ack latency at half the confluent-kafka rate ({m['confluent'] / 2:,.0f} records/s, the paced " \
           f"producer keeping {m['paced']:,.0f} records/s with its flush): **{m['p99']:.1f} ms** with the front's " \
           f"default `linger.ms` 5; {m['p99_linger1']:.1f} ms against a front started with `--linger-ms 1` " \
-          f"(kept {m['paced_linger1']:,.0f} records/s). Per record, librdkafka's own latency (`Message.latency()`, " \
-          f"from `produce()` to the acknowledgement), the producer warmed up (connected, producer id taken) " \
-          f"before the clock starts.\n\n"
+          f"(kept {m['paced_linger1']:,.0f} records/s). Per record, librdkafka's own latency " \
+          f"(`Message.latency()`, from `produce()` to the acknowledgement), the producer warmed up " \
+          f"(connected, producer id taken) before the clock starts.\n\n"
     md += md_table(["codec (batches of 10,000 100-byte records)", "rate"],
                    [["record batch encode", f"{enc:,.0f} records/s"], ["record batch decode (with CRC check)",
                                                                        f"{dec:,.0f} records/s"],
@@ -290,8 +291,8 @@ def run(ctx: BenchContext) -> BenchResult:
         Goal(f"confluent-kafka produce >= {GOAL_PRODUCE:,} records/s", m["confluent"] >= GOAL_PRODUCE,
              f"{m['confluent']:,.0f} records/s"),
         Goal("confluent-kafka produce >= 1.0x HTTP JSON", ratio >= 1.0, f"{ratio:.2f}x"),
-        Goal(f"p99 ack <= {GOAL_P99_MS:.0f} ms at half rate (the front's default linger.ms 5)", m["p99"] <= GOAL_P99_MS,
-             f"{m['p99']:.1f} ms; with --linger-ms 1: {m['p99_linger1']:.1f} ms"),
+        Goal(f"p99 ack <= {GOAL_P99_MS:.0f} ms at half rate (the front's default linger.ms 5)",
+             m["p99"] <= GOAL_P99_MS, f"{m['p99']:.1f} ms; with --linger-ms 1: {m['p99_linger1']:.1f} ms"),
         # Judged with fetch.queue.backoff.ms lowered, as linger.ms is set for produce: with librdkafka's default
         # the client itself pauses each partition for a second whenever the front gets ahead of it.
         Goal(f"consumer drain >= {GOAL_CONSUME:,} records/s (fetch.queue.backoff.ms 10)",

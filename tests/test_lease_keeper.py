@@ -60,7 +60,7 @@ def test_the_heartbeat_goes_on_while_a_lease_pass_waits_on_a_slow_commit(proxy):
         # A new topic: the next pass takes its leases, and that commit's PUT stalls for twice the session timeout
         # (version 0 is the topic's creation)
         stall = proxy.stall(lambda method, path: commit_put(method, path) and "/second/_delta_log/" in path
-                            and path.split("?")[0].endswith("1.json"), 2 * SESSION_MS / 1000, then="forward")
+                            and path.split("?")[0].endswith(f"{1:020d}.json"), 2 * SESSION_MS / 1000, then="forward")
         Log(root).create_topic("second", 3)
         deadline = time.monotonic() + 30
         while not stall.hits:

@@ -1,14 +1,16 @@
-"""Keeps this front's share of partition leases: every ``interval`` it reads the live fronts, computes the balanced assignment (:func:`~lakelog.storage.partition_lease.assign`) and takes the
-leases assigned to it that another front holds (or nobody does).  A front that died stops beating and, one
-session timeout later, its partitions are assigned to the others, which take them; a front that joins is
-dealt its share at once and takes it, fencing the previous holders' next appends.  The previous holder of a
-moved partition answers ``NOT_LEADER_OR_FOLLOWER`` with the new leader from then on.
+"""Keeps this front's share of partition leases: every ``interval`` it reads the live fronts, computes the
+balanced assignment (:func:`~lakelog.storage.partition_lease.assign`) and takes the leases assigned to it
+that another front holds (or nobody does).  A front that died stops beating and, one session timeout later,
+its partitions are assigned to the others, which take them; a front that joins is dealt its share at once
+and takes it, fencing the previous holders' next appends.  The previous holder of a moved partition answers
+``NOT_LEADER_OR_FOLLOWER`` with the new leader from then on.
 
 The heartbeat has a thread of its own, beating every ``interval`` whatever the lease pass is doing (Kafka's
 consumer does the same since KIP-62): a pass waits for this front's appends to take leases, and under load it
 can outlast the session timeout, which must not make the others take this live front's partitions.
 
-Thread safety: one background thread writes the leases, another the heartbeat; :meth:`leader` and :meth:`live` read a snapshot of its last pass.
+Thread safety: one background thread takes the leases, another beats the heartbeat; :meth:`front` and
+:meth:`live` read a snapshot of the last pass.
 """
 
 from __future__ import annotations
