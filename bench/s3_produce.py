@@ -22,7 +22,8 @@ ingested counts value bytes. Each figure is one run per root (the S3 runs are la
 
 from __future__ import annotations
 
-from bench import BenchContext, BenchResult, Goal, md_table
+from bench import BenchContext, BenchResult, Goal, md_table, percentile
+from bench.commit_floor import serial_commit_floor
 
 TITLE = "Produce on object storage: local, moto, S3 Express and S3 Standard latency"
 GOAL_MB_S, GOAL_P99_MS, GOAL_MB_PER_PUT = 100.0, 150.0, 4.0
@@ -48,9 +49,6 @@ def _create_topic(url: str) -> str:
 def _floors(stats, run, records: int) -> dict:
     """A half-rate run's latency floors (bench/commit_floor.py) from the PUT times the proxy measured in it:
     without hedging, and with each kind of PUT hedged at its own p90."""
-    from bench import percentile
-    from bench.commit_floor import serial_commit_floor
-
     upload, commit = stats.service_ms["PUT"], stats.service_ms["COMMIT"]
     rate = run.records_per_s / records
     if not upload or not commit or rate <= 0:

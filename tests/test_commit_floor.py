@@ -1,9 +1,12 @@
 """bench/commit_floor.py: the acknowledgement-latency floor under strictly ordered commits, table-driven."""
 
+import random
+
 import pytest
 
 from bench import percentile
 from bench.commit_floor import serial_commit_floor
+from bench.s3_proxy import PROFILES
 
 SLOW_TAIL = [10.0] * 95 + [1000.0] * 5  # 5% of PUTs take a second
 
@@ -52,10 +55,6 @@ def test_the_s3_standard_profile_puts_the_unhedged_floor_above_150_ms():
     """docs/storage.md's arithmetic: with PUTs drawn from the s3-standard profile alone (no moto, no CPU), at
     the half-rate JSON load's request rate, no front reaches a 150 ms p99 without hedging; hedging each PUT
     at the profile's p90 (47 ms) would, in this model."""
-    import random
-
-    from bench.s3_proxy import PROFILES
-
     rng = random.Random(0)
     draws = [1000 * PROFILES["s3-standard"].draw_s("PUT", rng) for _ in range(20_000)]
     assert 150 < serial_commit_floor(draws, draws, 112.0).p99_ms < 170
