@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
 
 from lakelog.cluster.membership import FrontInfo, Membership
 from lakelog.errors import KafkaError
@@ -41,11 +40,8 @@ class LeaseKeeper:
 
     def start(self) -> "LeaseKeeper":
         self.run_once()
-        self._threads = [
-            threading.Thread(target=self._every_interval, args=(self.membership.heartbeat, "front heartbeat"),
-                             name="lakelog-front-heartbeat", daemon=True),
-            threading.Thread(target=self._every_interval, args=(self.run_pass, "lease keeper pass"),
-                             name="lakelog-lease-keeper", daemon=True)]
+        self._threads = [threading.Thread(target=self._beat, name="lakelog-front-heartbeat", daemon=True),
+                         threading.Thread(target=self._run, name="lakelog-lease-keeper", daemon=True)]
         for t in self._threads:
             t.start()
         return self
@@ -70,12 +66,19 @@ class LeaseKeeper:
         kafka = f", Kafka {f.kafka_host}:{f.kafka_port}" if f.kafka_host else ""
         return f"node {node_id} ({f.http_url}{kafka})"
 
-    def _every_interval(self, step: Callable[[], None], what: str) -> None:
+    def _beat(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                step()
-            except Exception as e:  # storage trouble: try again next time; leases expire only with heartbeats
-                log.warning("%s failed: %s", what, e)
+                self.membership.heartbeat()
+            except Exception as e:  # storage trouble: the next beat may land within the session timeout
+                log.warning("front heartbeat failed: %s", e)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_pass()
+            except Exception as e:  # storage trouble: try again next pass; leases expire only with heartbeats
+                log.warning("lease keeper pass failed: %s", e)
 
     def run_once(self) -> None:
         """A heartbeat, then a lease pass."""
