@@ -11,7 +11,8 @@ Contract: a chunk holds only committed records, which never change (a later rete
 remove them: :meth:`FetchAhead.take` is given the partition's current log start offset and drops a chunk
 below it, so an answer never contains records the log has already deleted).  High watermark and log start
 in answers come from the current snapshot, not the chunk.  Bounded: at most ``max_bytes`` of encoded
-chunks held, each kept ``ttl_s`` at most, one chunk per (topic, partition, offset).  Thread-safe.
+chunks held, a read still in progress counted at its budget, each kept ``ttl_s`` at most, one chunk per
+(topic, partition, offset).  Thread-safe.
 """
 
 from __future__ import annotations
@@ -78,12 +79,18 @@ class FetchAhead:
                     del self._ahead[k]
             if key in self._ahead:
                 return
-            held = sum(len(f.result().records) for f, _, _ in self._ahead.values()
-                       if f.done() and f.exception() is None)
+            held = sum(self._held_bytes(f, budget) for f, budget, _ in self._ahead.values())
             if held + max_bytes > self._max_bytes:
                 return
             self._ahead[key] = (self._pool.submit(self._read, topic, partition, chunk.next_offset, max_bytes),
                                 max_bytes, now)
 
+    @staticmethod
+    def _held_bytes(future: Future, budget: int) -> int:
+        if not future.done():
+            return budget  # what the read may still bring
+        return 0 if future.exception() is not None else len(future.result().records)
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Cancel the reads not started and wait for the one in progress (it reads the log being closed)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

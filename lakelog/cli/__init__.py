@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 
 from lakelog.cli.global_options import add_global_options, resolve_topic
@@ -93,10 +95,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def console_main() -> None:
+    """The ``lakelog`` console script: :func:`main`, then leave without the interpreter's teardown.
+
+    A command that returned has written all it writes; output is flushed here.  Native libraries can abort
+    in their exit-time teardown (pyarrow's S3 client, delta-rs's runtime: "terminate called without an
+    active exception", exit -6, seen in CI after ``get-offsets`` had printed all its lines), which would
+    turn a finished command into a crash.  An exception :func:`main` does not handle still exits normally,
+    with its traceback.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away, or the stream was closed
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
 def _quiet_broken_pipe() -> int:
     """The reader of our stdout went away (``lakelog consume ... | head``): stop quietly."""
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return 0

@@ -1,7 +1,5 @@
 """``python -m lakelog.cli``: the same as the ``lakelog`` console script."""
 
-import sys
+from lakelog.cli import console_main
 
-from lakelog.cli import main
-
-sys.exit(main())
+console_main()
