@@ -13,20 +13,17 @@ import uuid
 
 import pytest
 
-from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
+from s3_server import BUCKET, CREDS, S3Server, s3_options  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """A moto S3 server on a random loopback port, with bucket ``lakelog-test``."""
+    """A moto S3 server on a random loopback port (atomic conditional writes, as S3), with bucket ``lakelog-test``."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    server = S3Server().start()
+    endpoint = server.endpoint
     boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in CREDS.items()
                                                   if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")},
                  region_name="us-east-1").create_bucket(Bucket=BUCKET)

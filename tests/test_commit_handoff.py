@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lakelog.errors import InvalidRequest
-from lakelog.writer.commit_handoff import MAX_HANDOFF_BYTES, decode_handoff
+from lakelog.writer.commit_handoff import MAX_HANDOFF_BYTES, carries, decode_handoff
 
 CID = "0123456789abcdef" * 2
 
@@ -96,3 +96,17 @@ def test_a_bad_handoff_is_invalid_request(change, needle):
 def test_an_oversized_handoff_is_refused_before_it_is_parsed():
     with pytest.raises(InvalidRequest, match="over the limit"):
         decode_handoff(b" " * (MAX_HANDOFF_BYTES + 1))
+
+
+@pytest.mark.parametrize("txns, carried", [
+    ({"lakelog.leo.0": 20}, True),
+    ({"lakelog.leo.0": 20, "lakelog.leo.7": 3, "lakelog.lease.0": 99}, True),
+    ({}, True),
+    ({"lakelog.leo.0": 20, "lakelog.lso.0": 20}, False),  # a transaction's stable offset: its own front commits it
+    ({"lakelog.cleaner.0": 5}, False),
+    ({"lakelog.pid.next": 5}, False),
+    ({"lakelog.leo.x": 1}, False),
+    ({"lakelog.leo.0 ": 1}, False),
+])
+def test_which_commits_can_be_handed_over(txns, carried):
+    assert carries(txns) is carried

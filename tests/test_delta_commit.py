@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -33,28 +34,37 @@ def test_second_put_conflicts_and_keeps_the_first(root, fsync: bool) -> None:
     assert _leftovers(root, "_delta_log") == ["00000000000000000001.json"]  # no temporary file stays behind
 
 
-@pytest.mark.parametrize("root", ["local"], indirect=True)
 def test_racing_writers_exactly_one_wins(root) -> None:
+    """Eight writers race for each of 40 versions, threads switched every microsecond (on S3 the server's too:
+    moto's own check-then-write let two win in 1-5 of 200 such rounds before tests/s3_server.py made it
+    atomic): one wins each, and its body is the one stored."""
     root.filesystem.create_dir(root.path_for("_delta_log"), recursive=True)
-    barrier, outcomes = threading.Barrier(8), []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for version in range(40):
+            path = f"_delta_log/{version:020d}.json"
+            barrier, outcomes = threading.Barrier(8), []
 
-    def writer(i: int) -> None:
-        barrier.wait()
-        try:
-            put_if_absent(root, "_delta_log/00000000000000000007.json", b"writer-%d" % i, fsync=False)
-            outcomes.append(i)
-        except CommitConflict:
-            outcomes.append(None)
+            def writer(i: int) -> None:
+                barrier.wait()
+                try:
+                    put_if_absent(root, path, b"writer-%d" % i, fsync=False)
+                    outcomes.append(i)
+                except CommitConflict:
+                    outcomes.append(None)
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    winners = [o for o in outcomes if o is not None]
-    assert len(winners) == 1 and len(outcomes) == 8
-    assert _read(root, "_delta_log/00000000000000000007.json") == b"writer-%d" % winners[0]
-    assert _leftovers(root, "_delta_log") == ["00000000000000000007.json"]
+            threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            winners = [o for o in outcomes if o is not None]
+            assert len(winners) == 1 and len(outcomes) == 8, (version, outcomes)
+            assert _read(root, path) == b"writer-%d" % winners[0]
+    finally:
+        sys.setswitchinterval(switch)
+    assert _leftovers(root, "_delta_log") == [f"{v:020d}.json" for v in range(40)]
 
 
 @pytest.mark.parametrize("root", ["local"], indirect=True)

@@ -1,6 +1,7 @@
 """The lease keeper (lakelog/cluster/lease_keeper.py) on the real moto S3 server, through the fault proxy: a pass
 takes a topic's leases in one commit, and the front's heartbeat goes on while a pass waits on a slow commit,
-so the other fronts never take a live front's partitions because its lease pass is slow."""
+so the other fronts never take a live front's partitions because its lease pass is slow; while partition 0's
+holder is dead the committer front is the front assigned partition 0."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from s3_server import BUCKET, s3_options
 from bench.s3_proxy import S3FaultProxy, commit_put
+from lakelog.cluster.commit_forwarder import CommitForwarder
 from lakelog.cluster.lease_keeper import LeaseKeeper
 from lakelog.cluster.membership import FrontInfo, Membership
 from lakelog.errors import UnknownTopicOrPartition
@@ -78,3 +80,37 @@ def test_the_heartbeat_goes_on_while_a_lease_pass_waits_on_a_slow_commit(proxy):
         assert Log(root).snapshot("second").version == 1  # the topic's creation, then one commit for its leases
     finally:
         keeper.stop()
+
+
+def test_while_partition_0s_holder_is_dead_the_committer_front_is_the_one_assigned_it(s3_endpoint):
+    """Partition 0's holder died and no pass has taken its lease yet: the commits go to the front the lease keeper
+    assigned partition 0 to (which takes it at its next pass), not every front committing for itself."""
+    root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint))
+    session_ms = 1000
+    Log(root).create_topic("t", 2)
+    fronts = {n: Membership(root, FrontInfo(n, f"http://127.0.0.1:{n}"), session_ms) for n in (1, 2, 3)}
+    fronts[1].heartbeat()
+    Log(root, node_id=1).take_lease("t", 0)
+    time.sleep(session_ms / 1000 + 0.2)  # front 1 stops beating: dead
+    fronts[2].heartbeat()
+    fronts[3].heartbeat()
+    keeper = LeaseKeeper(Log(root, node_id=3), fronts[3])
+    keeper.run_pass()  # assigns partition 0 to front 2 and partition 1 to front 3, which takes it
+    assert (keeper.assigned("t", 0), keeper.assigned("t", 1)) == (2, 3)
+    snap = Log(root).snapshot("t")
+    assert Log(root).lease("t", 0) == Lease(0, 1) and Log(root).lease("t", 1) == Lease(0, 3)
+    forwarder = CommitForwarder(keeper, secret="0" * 64)
+    try:
+        assert forwarder.committer_front(snap) == "http://127.0.0.1:2"
+        # once front 2 holds the lease it is the committer front because it holds it; for front 2 itself, None
+        Log(root, node_id=2).take_lease("t", 0)
+        assert forwarder.committer_front(Log(root).snapshot("t")) == "http://127.0.0.1:2"
+    finally:
+        forwarder.close()
+    keeper2 = LeaseKeeper(Log(root, node_id=2), fronts[2])
+    keeper2.run_pass()
+    own = CommitForwarder(keeper2, secret="0" * 64)
+    try:
+        assert own.committer_front(Log(root).snapshot("t")) is None
+    finally:
+        own.close()

@@ -15,6 +15,7 @@ pending appends are committed before the process exits.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from lakelog.cli.global_options import key_values
@@ -75,5 +76,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     print(f"lakelog front on http://{settings.host}:{settings.port} (docs at /docs)"
           + (f", Kafka protocol on {args.kafka_listener}" if args.kafka_listener else ""), file=sys.stderr, flush=True)
+    # uvicorn configures its own loggers only; lakelog's warnings (leases taken, commits failed) get a time
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=args.access_log)
     return 0

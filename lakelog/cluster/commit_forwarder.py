@@ -1,7 +1,8 @@
 """Hands this front's group commits to each topic's committer front over HTTP (writer/commit_handoff.py).
 
-A topic's committer front is the live front holding the lease of its partition 0; when that is this front, or
-nobody live, the committer makes its commits itself.  Answers: 200 with a :class:`HandoffAnswer`; 4xx when the
+A topic's committer front is the live front holding the lease of its partition 0, or while no live front holds
+it, the front the lease keeper assigned it to; when that is this front, or none is known, the committer makes its
+commits itself.  Answers: 200 with a :class:`HandoffAnswer`; 4xx when the
 committer front refused it and will never commit it (:class:`HandoffRejected`, also when it could not be reached
 at all); a 5xx, or no answer, leaves the outcome unknown (the error is raised as it is).
 
@@ -36,11 +37,20 @@ class CommitForwarder:
         self._pool = ThreadPoolExecutor(max_workers=HANDOFF_THREADS, thread_name_prefix="lakelog-handoff")
 
     def committer_front(self, snap: TopicSnapshot) -> str | None:
-        """The HTTP URL of the front that makes the topic's commits, or None when this front makes them."""
+        """The HTTP URL of the front that makes the topic's commits, or None when this front makes them (or no
+        front is known to).
+
+        While partition 0's holder is not live (it died, and the lease is not yet taken) the committer front is
+        the one the lease keeper assigned partition 0 to, which takes the lease at its next pass: with every
+        front committing directly meanwhile, one front's back-to-back commits starved another's for seconds
+        (measured), holding up that front's lease pass behind its topic's lock."""
         lease = unpack(snap.txn(lease_app(0)))
-        if lease is None or lease.node_id == self.me:
+        node = lease.node_id if lease is not None else None
+        if node is None or self.keeper.front(node) is None:
+            node = self.keeper.assigned(snap.topic, 0)
+        if node is None or node == self.me:
             return None
-        front = self.keeper.front(lease.node_id)
+        front = self.keeper.front(node)
         return front.http_url if front is not None else None
 
     def hand_off(self, url: str, topic: str, data: bytes) -> "Future[HandoffAnswer]":

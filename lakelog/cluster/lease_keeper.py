@@ -9,8 +9,8 @@ The heartbeat has a thread of its own, beating every ``interval`` whatever the l
 consumer does the same since KIP-62): a pass waits for this front's appends to take leases, and under load it
 can outlast the session timeout, which must not make the others take this live front's partitions.
 
-Thread safety: one background thread takes the leases, another beats the heartbeat; :meth:`front` and
-:meth:`live` read a snapshot of the last pass.
+Thread safety: one background thread takes the leases, another beats the heartbeat; :meth:`front`,
+:meth:`live` and :meth:`assigned` read a snapshot of the last pass.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class LeaseKeeper:
         self.log, self.membership = log_, membership
         self.interval_s = interval_s if interval_s is not None else membership.session_timeout_ms / 3000
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
+        self._assignment: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
         log_.describe_node = self.describe
         self._threads: list[threading.Thread] = []
@@ -57,6 +58,11 @@ class LeaseKeeper:
 
     def front(self, node_id: int) -> FrontInfo | None:
         return self._fronts.get(node_id)
+
+    def assigned(self, topic: str, partition: int) -> int | None:
+        """The front the last pass assigned the partition to (it holds the lease, or takes it at its next pass);
+        None for a topic the last pass did not see."""
+        return self._assignment.get((topic, partition))
 
     def describe(self, node_id: int) -> str:
         """How an error names front ``node_id``: with its addresses while it is live."""
@@ -99,7 +105,8 @@ class LeaseKeeper:
                 if (held := unpack(snap.txn(lease_app(p)))) is not None:
                     holders[(t, p)] = held.node_id
         wanted: dict[str, list[int]] = {}  # as of this pass's snapshots: one look at the log per topic
-        for (topic, partition), node in assign(pairs, list(self._fronts), holders).items():
+        self._assignment = assign(pairs, list(self._fronts), holders)
+        for (topic, partition), node in self._assignment.items():
             if node == me and holders.get((topic, partition)) != me:
                 wanted.setdefault(topic, []).append(partition)
         for topic, partitions in wanted.items():

@@ -74,6 +74,12 @@ class HandoffAnswer(msgspec.Struct):
     commits: list[tuple[int, str]]  # (version, commit file) after known_version up to version, those held
 
 
+def carries(txns: dict[str, int]) -> bool:
+    """Whether a commit setting ``txns`` can be handed over: it sets only partitions' log ends and leases (a
+    transaction's markers and offsets are committed by their own front)."""
+    return all(_APP.fullmatch(app) for app in txns)
+
+
 def encode(message: Handoff | HandoffAnswer) -> bytes:
     return msgspec.json.encode(message)
 

@@ -69,7 +69,8 @@ from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_T
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, HANDED_COMMIT_IDS_KEY, OPERATION_KEY, PRODUCER_BATCHES_KEY,
                                             TopicSnapshot, advance, leo_app, load_snapshot, store_index)
-from lakelog.writer.commit_handoff import AddAction as HandedAdd, Handoff, HandoffAnswer, HandoffRejected, encode
+from lakelog.writer.commit_handoff import (AddAction as HandedAdd, Handoff, HandoffAnswer, HandoffRejected, carries,
+                                          encode)
 from lakelog.writer.records import INPUT_SCHEMA, normalize_records, validate_records
 from lakelog.writer.segment_writer import delete_quietly, write_segment
 
@@ -702,6 +703,13 @@ class Committer:
         if error is not None:
             return self._resolve(flight, self._unknown_outcome(error, flight.commit_id), False)
         answer: HandoffAnswer = flight.put.result()
+        self._catch_up(answer, flight.commit_id)
+        flight.version = answer.version
+        self._resolve(flight, True, self.snapshot.version == answer.version)
+        self._start_maintenance()
+
+    def _catch_up(self, answer: HandoffAnswer, commit_id: str) -> None:
+        """Apply the commits up to the one our handoff landed in: those the answer holds, the others read."""
         held = dict(answer.commits)
         table = self.root.path_for("topics", self.topic)
         try:
@@ -710,14 +718,11 @@ class Committer:
                 if commit is None:
                     raise LogTailGone(f"commit {v} of {self.topic} is not in the store")
                 self.snapshot.apply(commit)
-            if self.snapshot.recent_commit_ids.get(flight.commit_id) != answer.version:
+            if self.snapshot.recent_commit_ids.get(commit_id) != answer.version:
                 raise ValueError(f"commit {answer.version} of {self.topic} does not carry ours")
         except (LogTailGone, OSError, ValueError, KeyError) as e:  # committed all the same: look again next time
             log.warning("catching up with handed commit %d of %s failed: %s", answer.version, self.topic, e)
             self._stale = True
-        flight.version = answer.version
-        self._resolve(flight, True, self.snapshot.version == answer.version)
-        self._start_maintenance()
 
     def _fenced_by_delete(self, snap: TopicSnapshot) -> KafkaError | None:
         """Kafka's answer to a writer whose topic was deleted (and perhaps recreated) since it started."""
@@ -848,6 +853,8 @@ class Committer:
         from deltalake.exceptions import CommitFailedError
 
         meta = _commit_meta(producer_rows, commit_id)
+        if self._direct and (url := self._committer_front(txns)) is not None:
+            return self._commit_handed(url, adds, txns, producer_rows, meta)
         if self._direct:
             return self._commit_direct(adds, txns, meta)
         props = CommitProperties(
@@ -868,6 +875,32 @@ class Committer:
         except Exception as e:  # committed; catch up before the next append
             log.warning("refresh of %s after a commit failed: %s", self.topic, e)
             self._stale = True
+        return True
+
+    def _committer_front(self, txns: dict[str, int]) -> str | None:
+        """Where a plain commit setting ``txns`` is handed over: the topic's committer front, if that is another
+        live front and the commit can be handed over; else None (commit directly)."""
+        if self._forwarder is None or self.root.is_local or not carries(txns):
+            return None
+        return self._forwarder.committer_front(self.snapshot)
+
+    def _commit_handed(self, url: str, adds, txns, producer_rows, meta) -> bool | KafkaError | None:
+        """Hand a plain commit to the committer front and wait for its answer; committed directly if it is
+        refused (nothing of it will land there). Direct PUTs would race the committer front's back-to-back
+        commits for every version and mostly lose: measured, a re-planned append held the topic's lock (and
+        this front's lease pass) for 8 s that way."""
+        snap = self.snapshot
+        handoff = Handoff(self.topic_id, meta[COMMIT_ID_KEY], snap.version, [HandedAdd(**_add_action(a)) for a in adds],
+                          txns, {app: snap.txn(app) for app in txns}, producer_rows)
+        try:
+            answer = self._forwarder.hand_off(url, self.topic, encode(handoff)).result()
+        except HandoffRejected as e:
+            log.debug("handoff of a commit to %s rejected: %s", self.topic, e)
+            return self._commit_direct(adds, txns, meta)
+        except Exception as e:
+            return self._unknown_outcome(e, meta[COMMIT_ID_KEY])
+        self._catch_up(answer, meta[COMMIT_ID_KEY])
+        self._start_maintenance()
         return True
 
     def _commit_direct(self, adds, txns, meta) -> bool | KafkaError | None:
