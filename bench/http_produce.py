@@ -175,7 +175,8 @@ class MotoProcess:
 
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.moto_server", "--port", str(self.port)],
+                                     cwd=Path(__file__).resolve().parents[1],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_http(self.endpoint, self.proc)
         boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
