@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from s3_server import BUCKET, CREDS, S3Server, s3_options  # noqa: F401  (re-exported for fixtures)
+from bench.moto_server import S3Server
+from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")

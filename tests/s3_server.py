@@ -1,9 +1,7 @@
-"""The test S3 server (moto on loopback, bench/moto_server.py) and its constants and options, importable from any
-test module."""
+"""Constants and options of the test S3 server (moto on loopback, bench/moto_server.py), importable from any test
+module."""
 
 from __future__ import annotations
-
-from bench.moto_server import S3Server  # noqa: F401  (re-exported for conftest)
 
 BUCKET = "lakelog-test"
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
@@ -13,4 +11,3 @@ CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 def s3_options(endpoint: str) -> dict[str, str]:
     return {"aws_endpoint_url": endpoint, "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
             "aws_region": "us-east-1", "aws_allow_http": "true"}
-

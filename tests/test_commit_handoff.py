@@ -102,7 +102,8 @@ def test_an_oversized_handoff_is_refused_before_it_is_parsed():
     ({"lakelog.leo.0": 20}, True),
     ({"lakelog.leo.0": 20, "lakelog.leo.7": 3, "lakelog.lease.0": 99}, True),
     ({}, True),
-    ({"lakelog.leo.0": 20, "lakelog.lso.0": 20}, False),  # a transaction's stable offset: its own front commits it
+    ({"lakelog.leo.0": 20, "lakelog.tx.7.0": 3}, False),  # a committing transaction's marker: its own front's
+    ({"lakelog.lso.0": 20}, False),  # the log start offset: moved by DeleteRecords and retention, not by appends
     ({"lakelog.cleaner.0": 5}, False),
     ({"lakelog.pid.next": 5}, False),
     ({"lakelog.leo.x": 1}, False),

@@ -86,12 +86,11 @@ def test_while_partition_0s_holder_is_dead_the_committer_front_is_the_one_assign
     """Partition 0's holder died and no pass has taken its lease yet: the commits go to the front the lease keeper
     assigned partition 0 to (which takes it at its next pass), not every front committing for itself."""
     root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint))
-    session_ms = 1000
     Log(root).create_topic("t", 2)
-    fronts = {n: Membership(root, FrontInfo(n, f"http://127.0.0.1:{n}"), session_ms) for n in (1, 2, 3)}
+    fronts = {n: Membership(root, FrontInfo(n, f"http://127.0.0.1:{n}"), SESSION_MS) for n in (1, 2, 3)}
     fronts[1].heartbeat()
     Log(root, node_id=1).take_lease("t", 0)
-    time.sleep(session_ms / 1000 + 0.2)  # front 1 stops beating: dead
+    time.sleep(SESSION_MS / 1000 + 0.2)  # front 1 stops beating: dead
     fronts[2].heartbeat()
     fronts[3].heartbeat()
     keeper = LeaseKeeper(Log(root, node_id=3), fronts[3])

@@ -45,13 +45,10 @@ class CommitForwarder:
         front committing directly meanwhile, one front's back-to-back commits starved another's for seconds
         (measured), holding up that front's lease pass behind its topic's lock."""
         lease = unpack(snap.txn(lease_app(0)))
-        node = lease.node_id if lease is not None else None
-        if node is None or self.keeper.front(node) is None:
-            node = self.keeper.assigned(snap.topic, 0)
-        if node is None or node == self.me:
-            return None
-        front = self.keeper.front(node)
-        return front.http_url if front is not None else None
+        front = self.keeper.front(lease.node_id) if lease is not None else None
+        if front is None and (assigned := self.keeper.assigned(snap.topic, 0)) is not None:
+            front = self.keeper.front(assigned)
+        return front.http_url if front is not None and front.node_id != self.me else None
 
     def hand_off(self, url: str, topic: str, data: bytes) -> "Future[HandoffAnswer]":
         return self._pool.submit(self._post, url, topic, data)

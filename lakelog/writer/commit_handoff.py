@@ -76,7 +76,7 @@ class HandoffAnswer(msgspec.Struct):
 
 def carries(txns: dict[str, int]) -> bool:
     """Whether a commit setting ``txns`` can be handed over: it sets only partitions' log ends and leases (a
-    transaction's markers and offsets are committed by their own front)."""
+    committing transaction's marker, ``lakelog.tx.<producer id>.<P>``, is committed by its own front)."""
     return all(_APP.fullmatch(app) for app in txns)
 
 

@@ -599,16 +599,11 @@ class Committer:
     def _send(self, flight: Launch) -> None:
         """PUT the commit; or, on a front that is not the topic's committer front and carries no handoff itself,
         hand it to that front."""
-        url = None
-        if self._forwarder is not None and not flight.handed and flight.attempt == 0:
-            url = self._forwarder.committer_front(self.snapshot)
+        url = self._committer_front(flight.txns) if not flight.handed and flight.attempt == 0 else None
         if url is not None:
             flight.forwarded = True
-            handoff = Handoff(self.topic_id, flight.commit_id, self.snapshot.version,
-                              [HandedAdd(**a) for a in flight.added], flight.txns,
-                              {app: self.snapshot.txn(app) for app in flight.txns},
-                              [row for g in flight.groups for row in g.producer_rows])
-            flight.put = self._forwarder.hand_off(url, self.topic, encode(handoff))
+            flight.put = self._hand_off(url, flight.commit_id, flight.added, flight.txns,
+                                        [row for g in flight.groups for row in g.producer_rows])
         else:
             flight.put = _commits().submit(put_if_absent, self.root,
                                            commit_path(f"topics/{self.topic}", flight.version), flight.body,
@@ -853,9 +848,9 @@ class Committer:
         from deltalake.exceptions import CommitFailedError
 
         meta = _commit_meta(producer_rows, commit_id)
-        if self._direct and (url := self._committer_front(txns)) is not None:
-            return self._commit_handed(url, adds, txns, producer_rows, meta)
         if self._direct:
+            if (url := self._committer_front(txns)) is not None:
+                return self._commit_handed(url, adds, txns, producer_rows, meta)
             return self._commit_direct(adds, txns, meta)
         props = CommitProperties(
             custom_metadata=meta,
@@ -878,22 +873,27 @@ class Committer:
         return True
 
     def _committer_front(self, txns: dict[str, int]) -> str | None:
-        """Where a plain commit setting ``txns`` is handed over: the topic's committer front, if that is another
-        live front and the commit can be handed over; else None (commit directly)."""
+        """Where a commit setting ``txns`` is handed over: the topic's committer front, if that is another live
+        front and the commit can be handed over; else None (commit directly)."""
         if self._forwarder is None or self.root.is_local or not carries(txns):
             return None
         return self._forwarder.committer_front(self.snapshot)
+
+    def _hand_off(self, url: str, commit_id: str, added: list[dict], txns: dict[str, int], producer_rows) -> Future:
+        """Send a commit planned on our snapshot to the committer front; the future resolves with its answer."""
+        snap = self.snapshot
+        handoff = Handoff(self.topic_id, commit_id, snap.version, [HandedAdd(**a) for a in added], txns,
+                          {app: snap.txn(app) for app in txns}, producer_rows)
+        return self._forwarder.hand_off(url, self.topic, encode(handoff))
 
     def _commit_handed(self, url: str, adds, txns, producer_rows, meta) -> bool | KafkaError | None:
         """Hand a plain commit to the committer front and wait for its answer; committed directly if it is
         refused (nothing of it will land there). Direct PUTs would race the committer front's back-to-back
         commits for every version and mostly lose: measured, a re-planned append held the topic's lock (and
         this front's lease pass) for 8 s that way."""
-        snap = self.snapshot
-        handoff = Handoff(self.topic_id, meta[COMMIT_ID_KEY], snap.version, [HandedAdd(**_add_action(a)) for a in adds],
-                          txns, {app: snap.txn(app) for app in txns}, producer_rows)
+        added = [_add_action(a) for a in adds]
         try:
-            answer = self._forwarder.hand_off(url, self.topic, encode(handoff)).result()
+            answer = self._hand_off(url, meta[COMMIT_ID_KEY], added, txns, producer_rows).result()
         except HandoffRejected as e:
             log.debug("handoff of a commit to %s rejected: %s", self.topic, e)
             return self._commit_direct(adds, txns, meta)
