@@ -68,7 +68,7 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
             for w in list(open_writers):  # idle clients would otherwise hold wait_closed (Python >= 3.12)
                 w.close()
             await server.wait_closed()
-            ctx.fetch_ahead.close()
+            await asyncio.to_thread(ctx.fetch_ahead.close)  # waits for a read in progress: off the event loop
 
         return stop
 
