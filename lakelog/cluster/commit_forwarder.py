@@ -24,7 +24,7 @@ from lakelog.storage.topic_snapshot import TopicSnapshot
 from lakelog.writer.commit_handoff import HandoffAnswer, HandoffRejected, decode_answer
 
 HANDOFF_TIMEOUT_S = 10.0  # a committer front answers within one commit; past this the outcome is unknown
-HANDOFF_THREADS = 8  # handoffs in flight at once, over all topics (one per topic)
+HANDOFF_THREADS = 16  # handoffs in flight at once, over all topics (up to MAX_HANDOFFS_IN_FLIGHT per topic)
 ROUTE = "/internal/v1/topics/{topic}/commits"
 
 

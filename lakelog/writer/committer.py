@@ -103,6 +103,10 @@ LOG_CLEANUP_MIN_INTERVAL_S = 3600.0
 ENGINE = "lakelog-direct-commit"
 UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 COMMIT_THREADS = 8  # pipelined commit PUTs in flight at once, over all topics (at most one per topic)
+# Handoffs of one topic's groups in flight at once to its committer front (several fronts): the committer front
+# takes them in order, each into its next commit, and each states the log ends it was planned on, so one waiting
+# for the answer to the one before it only added latency -- about a commit PUT's, measured (BENCHMARKS.md).
+MAX_HANDOFFS_IN_FLIGHT = 4
 BACKGROUND_NICE = 10  # checkpoints and index storage run at this niceness (Linux: per thread)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\u21b3")
 
@@ -179,6 +183,7 @@ class StagedGroup:
     producer_rows: list
     base: int  # with no ``after``: the snapshot version it was planned on
     txns: dict[str, int]
+    expect: dict[str, int | None]  # each of ``txns``' app ids as planned on: ``after``'s log ends, else the snapshot's
     after: "StagedGroup | None"
     uploads: list[Future] = field(default_factory=list)
     adds: list = field(default_factory=list)
@@ -261,7 +266,8 @@ class Committer:
         self._cleaned_at = time.monotonic()  # object stores: when expired log files were last looked for
         self._lock = lock  # the topic's lock: pipeline callbacks take it
         self._pipeline: deque[StagedGroup] = deque()  # staged groups not yet sent, oldest first
-        self._flight: Launch | None = None  # the commit PUT in flight
+        # Commits in flight, oldest first: our one PUT, or up to MAX_HANDOFFS_IN_FLIGHT handoffs, concluded in order
+        self._flights: deque[Launch] = deque()
         self._handed: deque[tuple[Handoff, Future]] = deque()  # handoffs waiting for our next commit
         self._handed_apps: dict[int, frozenset[str]] = {}  # our commits that carried handoffs -> their app ids
         self._nudge_guard = threading.Lock()
@@ -402,7 +408,7 @@ class Committer:
         from their own threads, under the topic's lock (:meth:`_advance`).
         """
         after = self._pipeline[-1] if self._pipeline else (
-            self._flight.groups[-1] if self._flight is not None and self._flight.groups else None)
+            self._flights[-1].groups[-1] if self._flights and self._flights[-1].groups else None)
         if (self.root.is_local or not self._direct or self._stale or self._lock is None
                 or any(b.transaction is not None or not 0 <= b.partition < self.snapshot.partition_count
                        for b in batches)):
@@ -424,8 +430,10 @@ class Committer:
         txns = {leo_app(p): leo[p] for p in plan}
         if self.node_id is not None:  # our leases again, unchanged: a takeover since then conflicts with us
             txns.update({lease_app(p): snap.txn(lease_app(p)) for p in plan if self._holds_lease(snap, p)})
-        staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, after,
-                             staged_at=time.monotonic())
+        planned_on = after.leo if after is not None else {}  # (leases: expected unchanged, as set)
+        expect = {**txns, **{leo_app(p): planned_on[p] if p in planned_on else snap.txn(leo_app(p)) for p in plan}}
+        staged = StagedGroup(batches, results, plan, acked, leo, info, producer_rows, snap.version, txns, expect,
+                             after, staged_at=time.monotonic())
         self._pipeline.append(staged)
         for p, items in plan.items():  # each segment is built on its upload's thread, not under the lock
             upload = _uploads().submit(self._write_segment, p, batches, items, snap, append_time)
@@ -454,15 +462,18 @@ class Committer:
             self._advance()
 
     def _advance(self) -> None:
-        """Move the pipeline on as far as it is ready, without waiting: conclude the commit in flight once its
-        PUT has answered; then send every staged group whose uploads are done, in order, in one commit."""
+        """Move the pipeline on as far as it is ready, without waiting: conclude the commits in flight that have
+        answered, oldest first; then, with none in flight or only handoffs that another may follow, send every
+        staged group whose uploads are done, in order, in one commit."""
         while True:
-            if self._flight is not None:
-                if not self._flight.put.done():
+            url = None
+            if self._flights:
+                if self._flights[0].put.done():
+                    flight = self._flights.popleft()
+                    self._guarded(lambda: self._conclude(flight), flight.groups, flight.handed)
+                    continue  # concluding may have sent it again, at the next version
+                if (url := self._hand_on()) is None:
                     return
-                flight, self._flight = self._flight, None
-                self._guarded(lambda: self._conclude(flight), flight.groups, flight.handed)
-                continue  # concluding may have sent it again, at the next version
             ready = []
             for g in self._pipeline:
                 if not all(f.done() for f in g.uploads):
@@ -472,9 +483,21 @@ class Committer:
                 return
             for _ in ready:
                 self._pipeline.popleft()
+            if url is not None and not ready:
+                return
             handed = list(self._handed)
             self._handed.clear()
-            self._guarded(lambda: self._launch(ready, handed), ready, handed)
+            self._guarded(lambda: self._launch(ready, handed, url), ready, handed)
+
+    def _hand_on(self) -> str | None:
+        """With handoffs in flight, where the next group may be handed too -- the committer front, while every
+        commit in flight is a handoff, fewer than :data:`MAX_HANDOFFS_IN_FLIGHT`, nothing waits to be committed
+        here and the snapshot is current -- else None: wait for them. The committer front takes them in order,
+        and one planned on a handoff that does not land is refused (its log ends differ), so none waits."""
+        if (len(self._flights) >= MAX_HANDOFFS_IN_FLIGHT or self._handed or self._stale
+                or not all(f.forwarded for f in self._flights)):
+            return None
+        return self._committer_front(self._flights[-1].txns)
 
     def _guarded(self, step, groups: list[StagedGroup], handed: list[tuple[Handoff, Future]]) -> None:
         """Run a pipeline step; if it raises, its groups fail retriably and its handoffs' outcome is unknown (no
@@ -494,8 +517,8 @@ class Committer:
 
     def drain(self) -> None:
         """Conclude every staged group and handoff, in order, waiting for their uploads and PUTs (lock held)."""
-        while self._flight is not None or self._pipeline or self._handed:
-            waits = ([self._flight.put] if self._flight is not None
+        while self._flights or self._pipeline or self._handed:
+            waits = ([self._flights[0].put] if self._flights
                      else self._pipeline[0].uploads if self._pipeline else [])
             for f in waits:
                 try:
@@ -504,16 +527,27 @@ class Committer:
                     pass
             self._advance()
 
-    def _launch(self, groups: list[StagedGroup], handed: list[tuple[Handoff, Future]]) -> None:
+    def _launch(self, groups: list[StagedGroup], handed: list[tuple[Handoff, Future]], url: str | None = None) -> None:
         """Send ``groups`` (uploaded, consecutive) and the ``handed`` commits of other fronts that still fit the
         log in one commit PUT (or hand it on: :meth:`_send`). Groups whose plan no longer holds -- what the
         first was planned on did not land as planned, or a commit not ours (or one of ours that carried
         handoffs setting their app ids) landed since -- or whose upload failed are resolved now: a failed
-        group with a storage error, the others appended again, in order, the plain way, on what did land."""
+        group with a storage error, the others appended again, in order, the plain way, on what did land.
+
+        ``url``: behind handoffs still in flight (:meth:`_hand_on`), hand the groups to that committer front; what
+        they were planned on is checked there. If an upload failed they all fail retriably: appended again now,
+        before the handoffs ahead of them landed, they could land first."""
         if handed and max(h.known_version for h, _ in handed) > self.snapshot.version:
             self._stale = True  # a sender has seen commits we have not: look before judging its handoff
         if groups:
             failures = [g.uploaded() for g in groups]
+            if url is not None and any(failures):
+                for g in groups:
+                    delete_quietly(self.root, self.topic, [a.path for a in g.adds])
+                    g.future.set_result(self._fail_pending(g.results, g.plan, KafkaStorageError(
+                        f"writing segments of {self.topic} failed (retry)")))
+                return
+        if groups and url is None:
             after, base = groups[0].after, groups[0].base
             if after is not None:
                 base = after.version if after.landed else -2
@@ -551,10 +585,10 @@ class Committer:
         meta = _commit_meta(rows, commit_id, [h.commit_id for h, _ in taken])
         body, info = _commit_body(added, txns, meta)
         if groups:
-            groups[0].after = None  # concluded: let it go
+            groups[0].after = None  # concluded, or in a handoff in flight: let it go
         for g in groups:
             g.launched_at = time.monotonic()
-        self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body, handed=taken))
+        self._send(Launch(groups, commit_id, self.snapshot.version + 1, added, txns, info, body, handed=taken), url)
 
     def _only_handoffs_since(self, base: int, apps: set[str]) -> bool:
         """Whether every commit after ``base`` is one of ours that carried only handoffs, none setting ``apps``."""
@@ -596,19 +630,24 @@ class Committer:
         self._advance()
         return done
 
-    def _send(self, flight: Launch) -> None:
+    def _send(self, flight: Launch, url: str | None = None) -> None:
         """PUT the commit; or, on a front that is not the topic's committer front and carries no handoff itself,
-        hand it to that front."""
-        url = self._committer_front(flight.txns) if not flight.handed and flight.attempt == 0 else None
+        hand it to that front (``url``: the one :meth:`_hand_on` found) as planned: each app id as the first of
+        the groups that sets it expected it."""
+        if url is None and not flight.handed and flight.attempt == 0:
+            url = self._committer_front(flight.txns)
         if url is not None:
+            expect: dict[str, int | None] = {}
+            for g in flight.groups:
+                expect = {**g.expect, **expect}
             flight.forwarded = True
             flight.put = self._hand_off(url, flight.commit_id, flight.added, flight.txns,
-                                        [row for g in flight.groups for row in g.producer_rows])
+                                        [row for g in flight.groups for row in g.producer_rows], expect)
         else:
             flight.put = _commits().submit(put_if_absent, self.root,
                                            commit_path(f"topics/{self.topic}", flight.version), flight.body,
                                            fsync=False)
-        self._flight = flight
+        self._flights.append(flight)
         flight.put.add_done_callback(self._nudge_later)
 
     def _conclude(self, flight: Launch) -> None:
@@ -879,11 +918,13 @@ class Committer:
             return None
         return self._forwarder.committer_front(self.snapshot)
 
-    def _hand_off(self, url: str, commit_id: str, added: list[dict], txns: dict[str, int], producer_rows) -> Future:
-        """Send a commit planned on our snapshot to the committer front; the future resolves with its answer."""
+    def _hand_off(self, url: str, commit_id: str, added: list[dict], txns: dict[str, int], producer_rows,
+                  expect: dict[str, int | None] | None = None) -> Future:
+        """Send a commit planned on ``expect`` (by default our snapshot) to the committer front; the future
+        resolves with its answer."""
         snap = self.snapshot
         handoff = Handoff(self.topic_id, commit_id, snap.version, [HandedAdd(**a) for a in added], txns,
-                          {app: snap.txn(app) for app in txns}, producer_rows)
+                          expect if expect is not None else {app: snap.txn(app) for app in txns}, producer_rows)
         return self._forwarder.hand_off(url, self.topic, encode(handoff))
 
     def _commit_handed(self, url: str, adds, txns, producer_rows, meta) -> bool | KafkaError | None:

@@ -44,10 +44,10 @@ def wait_for(check, timeout: float, what: str):
         time.sleep(0.2)
 
 
-def start_fronts(root: str, tmp_path, env: dict | None = None) -> list[Front]:
+def start_fronts(root: str, tmp_path, env: dict | None = None, nodes=(1, 2, 3)) -> list[Front]:
     out = []
     env = {**(env or {}), "LAKELOG_FRONT_SESSION_TIMEOUT_MS": str(SESSION_MS)}
-    for node in (1, 2, 3):
+    for node in nodes:
         port = free_port()
         f = Front(root, tmp_path / f"logs-{node}", env=env,
                   args=("--node-id", str(node), "--kafka-listener", f"127.0.0.1:{port}"))
@@ -180,6 +180,57 @@ def produce_through_a_kill(fronts, pick_victim) -> str:
         total += len(values)
     assert sum(len(v) for v in acked.values()) == sent and total == sent
     return topic
+
+
+def test_a_front_hands_over_several_commits_at_once_in_order(tmp_path, s3_env, s3_endpoint):
+    """A front that is not the committer front keeps several handoffs in flight (writer/committer.py,
+    MAX_HANDOFFS_IN_FLIGHT): while the committer front's commit PUT is stalled, the other front's next groups
+    are handed over too, and its following commit carries them all -- with every record there once, in order.
+    (Three producers: a front, like a Kafka broker, takes one request at a time from each connection.)"""
+    from bench.s3_proxy import S3FaultProxy, commit_put
+
+    proxy = S3FaultProxy(s3_endpoint).start()
+    fronts = start_fronts(f"s3://{BUCKET}/fronts-{uuid.uuid4().hex[:12]}", tmp_path,
+                          {**s3_env, "AWS_ENDPOINT_URL": proxy.url}, nodes=(1, 2))
+    try:
+        with fronts[0].client() as http:
+            topic = new_topic(http, partitions=4)
+        owners = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on both fronts")
+        producers = [Producer({"bootstrap.servers": ",".join(f.bootstrap for f in fronts), "acks": "all",
+                               "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 60000})
+                     for _ in range(3)]
+        errors: list = []
+        sent = 0
+        stall = None
+        started = time.monotonic()
+        while time.monotonic() - started < 6:
+            if stall is None and time.monotonic() - started > 2:  # one commit PUT held for 1.5 s, then made
+                stall = proxy.stall(lambda method, path: commit_put(method, path) and topic in path, 1.5,
+                                    then="forward")
+            for p in producers:
+                for _ in range(40):
+                    p.produce(topic, value=str(sent).encode(), partition=sent % 4,
+                              on_delivery=lambda err, msg: errors.append(err) if err else None)
+                    sent += 1
+                p.poll(0.003)
+        assert all(p.flush(60) == 0 for p in producers) and not errors, errors[:5]
+        assert stall is not None and stall.done.is_set() and stall.hits
+        log = Log(fronts[0].root)
+        for q in range(4):
+            values = [int(v) for v in log.read(topic, q).column("value").to_pylist()]
+            assert sorted(values) == list(range(q, sent, 4)), f"partition {q}: records lost or duplicated"
+            for i in range(3):  # each producer's records (40 in a row, in turn) in the order it sent them
+                mine = [v for v in values if v % 120 // 40 == i]
+                assert mine == sorted(mine), f"partition {q}: producer {i}'s records reordered"
+        table = log.root.path_for("topics", topic)
+        per_commit = [len(c.commit_info.get(HANDED_COMMIT_IDS_KEY, []))
+                      for c in read_tail(log.root, table, -1, log.snapshot(topic).version)]
+        # one front hands commits over: two in one commit were in flight at once
+        assert any(node != owners[0] for node in owners.values()) and max(per_commit) >= 2, per_commit
+    finally:
+        for f in fronts:
+            f.stop()
+        proxy.stop()
 
 
 def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
