@@ -85,6 +85,20 @@ class LeaseKeeper:
                 self.run_pass()
             except Exception as e:  # storage trouble: try again next pass; leases expire only with heartbeats
                 log.warning("lease keeper pass failed: %s", e)
+            self.open_writers()
+
+    def open_writers(self) -> None:
+        """Open the writer of every topic the last pass assigned this front a partition of (Kafka's broker
+        loads the logs it leads as it becomes their leader): the first produce to it then pays no table read.
+        Not at start-up (:meth:`start` returns after one pass) but from the next pass on, in the background."""
+        me = self.log.node_id
+        for topic in dict.fromkeys(t for (t, _), node in self._assignment.items() if node == me):
+            if self._stop.is_set():
+                return
+            try:
+                self.log.open_writer(topic)
+            except Exception as e:  # deleted meanwhile, or storage trouble: the first append opens it
+                log.warning("opening the writer of %s: %s", topic, e)
 
     def run_once(self) -> None:
         """A heartbeat, then a lease pass."""
