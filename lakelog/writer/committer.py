@@ -639,7 +639,8 @@ class Committer:
         if url is not None:
             expect: dict[str, int | None] = {}
             for g in flight.groups:
-                expect = {**g.expect, **expect}
+                for app, planned in g.expect.items():
+                    expect.setdefault(app, planned)
             flight.forwarded = True
             flight.put = self._hand_off(url, flight.commit_id, flight.added, flight.txns,
                                         [row for g in flight.groups for row in g.producer_rows], expect)

@@ -343,3 +343,10 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
         assert httpx.get(front.url + "/v1/health", timeout=30).status_code == 200
     assert Log(committer.root).snapshot(topic).version == version  # nothing was committed
     assert missing not in Log(committer.root).list_topics()
+    # the refused requests held up no later handoff of the topic (the route lets them in in arrival order): the
+    # other front's produce is handed over and lands
+    foreign = next(q for q, node in owners.items() if node == other.node)
+    with other.client() as http:
+        r = http.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "after", "partition": foreign}]})
+        assert r.status_code == 200, r.text
+    assert Log(committer.root).read(topic, foreign).column("value").to_pylist() == [b"after"]
