@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, Sequence
 
@@ -105,6 +106,8 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             log, append=lambda topic, batches: accumulator.append(topic, batches).result(),
             offsets=app.state.offsets)
         await run_in_threadpool(app.state.transactions.recover)  # finish what a crashed front decided
+        # the first InitProducerId is answered from a block claimed now, not after a commit of its own
+        threading.Thread(target=log.registry.prefetch, name="lakelog-producer-ids", daemon=True).start()
         expiry = asyncio.create_task(_abort_expired(app.state.transactions))
         app.state.produce = ProduceService(log, accumulator, metadata, metrics,
                                            max_request_bytes=settings.max_request_bytes)

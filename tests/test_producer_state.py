@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber, ProducerFenced, UnknownProducerId
-from lakelog.storage.producer_ids import BLOCK_SIZE, ProducerRegistry
+from lakelog.storage.producer_ids import BLOCK_SIZE, PREFETCH_AT, ProducerRegistry
 from lakelog.storage.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager,
                                     last_sequence, next_sequence)
 
@@ -146,6 +148,36 @@ def test_producer_ids_are_unique_across_registries_and_survive_a_restart(root):
     assert restarted.check(ids[1], 0) is False  # allocated, not transactional
     with pytest.raises(UnknownProducerId):
         restarted.check(10 * BLOCK_SIZE, 0)
+
+
+def _producers_version(root) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(root.uri_for("_lakelog", "producers"), storage_options=root.storage_options).version()
+
+
+def test_init_producer_id_is_answered_from_a_block_claimed_ahead(root):
+    """KIP-730: a block is claimed before InitProducerId needs it, and the next one when 90% is handed out; ids
+    of a block claimed ahead are not yet issued, so they are refused."""
+    registry = ProducerRegistry(root)
+    registry.prefetch()  # what a front does at start-up
+    claimed = _producers_version(root)
+    first = registry.init_producer().producer_id
+    assert _producers_version(root) == claimed  # answered without a commit
+    for _ in range(BLOCK_SIZE - PREFETCH_AT - 1):
+        registry.init_producer()
+    deadline = time.monotonic() + 30
+    while _producers_version(root) == claimed:  # the next block, claimed in the background
+        assert time.monotonic() < deadline, "the next block was not claimed ahead"
+        time.sleep(0.05)
+    ahead = _producers_version(root)
+    spare = first + BLOCK_SIZE  # nobody else claims blocks on this root
+    with pytest.raises(UnknownProducerId):
+        registry.check(spare, 0)  # claimed, never handed out
+    rest = [registry.init_producer().producer_id for _ in range(PREFETCH_AT + 1)]
+    assert rest[-2] == first + BLOCK_SIZE - 1 and rest[-1] == spare  # the block ends, the spare follows
+    assert registry.check(spare, 0) is False
+    assert _producers_version(root) == ahead  # the spare block's first id cost no commit either
 
 
 def test_transactional_id_keeps_its_producer_id_and_bumps_its_epoch(root):

@@ -12,6 +12,10 @@ State lives only in Delta ``txn`` entries of the small table
 Two processes committing the same app id conflict (delta-rs refuses the
 later commit), so blocks never overlap and epoch bumps are serialised: a second
 ``init`` with the same transactional id gets epoch + 1 and fences the first.
+As Kafka's ProducerIdManager (KIP-730), a process claims its next block before it
+needs it (:meth:`ProducerRegistry.prefetch`: a front at start-up, and whenever 90%
+of the block is handed out), so ``InitProducerId`` is answered from memory instead
+of waiting for a commit: about 600 ms of round trips under S3 Standard latency.
 Thread-safe (one lock around the handle).  Writers re-read the table at most
 once a second (:data:`EPOCH_CHECK_INTERVAL_S`): a producer fenced by an init in
 another process is refused by a partition once the new instance has written
@@ -20,6 +24,7 @@ to it, and by every writer within that interval otherwise.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -30,11 +35,13 @@ from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
 from lakelog.storage.storage_root import StorageRoot
 
 BLOCK_SIZE = 1000
+PREFETCH_AT = BLOCK_SIZE // 10  # with this many ids left in its block, a process claims the next one
 EPOCH_CHECK_INTERVAL_S = 1.0
 MAX_EPOCH = 32767
 NEXT_APP = "lakelog.pid.next"
 _SCHEMA = pa.schema([("unused", pa.int64())])
 _ATTEMPTS = 50
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class ProducerRegistry:
         self._lock = threading.Lock()
         self._dt = None
         self._block: list[int] = []  # [next, end) of the block this process owns
+        self._spare: list[int] = []  # [start, end) of the next block, claimed ahead (prefetch)
+        self._prefetching = False
         self._refreshed = 0.0
         self._memo_version: int | None = None  # the table version _memo answers for
         self._memo: dict[int, tuple[int, int | None]] = {}
@@ -94,18 +103,43 @@ class ProducerRegistry:
         finally:
             dt.update_incremental()
 
-    def _next_id(self) -> int:
+    def _claim_block(self) -> list[int]:
+        """Commit ``lakelog.pid.next`` one block further; the block claimed (caller holds ``_lock``)."""
         for _ in range(_ATTEMPTS):
-            if self._block and self._block[0] < self._block[1]:
-                pid = self._block[0]
-                self._block[0] += 1
-                return pid
             dt = self._table()
             dt.update_incremental()
             start = dt.transaction_version(NEXT_APP) or 0
             if self._commit({NEXT_APP: start + BLOCK_SIZE}):
-                self._block = [start, start + BLOCK_SIZE]
+                return [start, start + BLOCK_SIZE]
         raise KafkaStorageError("could not allocate a producer id block after repeated commit conflicts")
+
+    def _next_id(self) -> int:
+        if not (self._block and self._block[0] < self._block[1]):
+            self._block, self._spare = self._spare or self._claim_block(), []
+        pid = self._block[0]
+        self._block[0] += 1
+        if self._block[1] - self._block[0] <= PREFETCH_AT and not self._spare and not self._prefetching:
+            self._prefetching = True
+            threading.Thread(target=self.prefetch, name="lakelog-producer-ids", daemon=True).start()
+        return pid
+
+    def prefetch(self) -> None:
+        """Claim the next block now, unless the block in hand has more than :data:`PREFETCH_AT` ids left or the next
+        one is claimed already.  Blocking (a commit to the producers table): call it off the request path.  A
+        failure is logged, not raised: ``InitProducerId`` claims the block itself then."""
+        try:
+            with self._lock:
+                if self._spare or self._block and self._block[1] - self._block[0] > PREFETCH_AT:
+                    return
+                block = self._claim_block()
+                if self._block and self._block[0] < self._block[1]:
+                    self._spare = block
+                else:
+                    self._block = block
+        except Exception as e:  # a background claim: the request path claims it itself
+            log.warning("claiming the next producer id block failed: %s: %s", type(e).__name__, e)
+        finally:
+            self._prefetching = False
 
     def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:
         """A new producer id (epoch 0), or for a transactional id its stable id with the epoch bumped."""
@@ -162,7 +196,7 @@ class ProducerRegistry:
             if producer_id >= allocated or current is not None and epoch > current:
                 dt.update_incremental()
                 allocated, current = self._versions(dt, producer_id)
-            unissued = bool(self._block) and self._block[0] <= producer_id < self._block[1]
+            unissued = any(b and b[0] <= producer_id < b[1] for b in (self._block, self._spare))
         if producer_id < 0 or producer_id >= allocated:
             raise UnknownProducerId(f"producer id {producer_id} was never allocated (next id {allocated})")
         if unissued:  # in this process's own block, past the ids it has handed out: no producer holds it
