@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from typing import Callable
 
 from bench import BenchContext, BenchResult, Goal, md_table, median, percentile
 from bench.http_produce import JSON_RECORDS, FrontProcess, _create_topic, _free_port, http_load, json_body
@@ -69,10 +70,11 @@ def _values(n: int) -> list[bytes]:
     return [base[i % 64:i % 64 + VALUE_BYTES] for i in range(n)]
 
 
-def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0,
-                      config: dict | None = None) -> tuple[float, list[float]]:
+def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0, config: dict | None = None,
+                      warm_up: bool = False, on_start: Callable[[], None] | None = None) -> tuple[float, list[float]]:
     """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends; ``config`` overrides the
-    producer's settings."""
+    producer's settings; ``warm_up`` starts the clock of an unpaced run only once the client is ready (as a paced
+    run's always does); ``on_start`` is called when the clock starts."""
     from confluent_kafka import Producer
 
     # Throughput runs ask librdkafka for failed deliveries only (delivery.report.only.error): a Python callback
@@ -94,11 +96,23 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
             # client keeps the pace at half the producer's rate
             latencies.append(msg.latency())
 
-    if interval_s:
+    if interval_s or warm_up:
         # Connected, metadata and producer id in hand before the clock starts: the paced run measures
-        # acknowledgements, not the client's start-up (about 0.5 s, which was the p99 of every paced run)
-        p.produce(topic, values[0], on_delivery=lambda err, msg: errors.append(err) if err else None)
+        # acknowledgements, not the client's start-up (about 0.5 s, which was the p99 of every paced run).  The
+        # metadata must give every partition a leader first: librdkafka's partitioner spreads records over the
+        # partitions that have one, so a front's answer given before another front's leases reached it would
+        # send all of a producer's records to the first front's partitions
+        deadline = time.monotonic() + 60
+        while any(m.leader < 0 for m in p.list_topics(topic, timeout=10).topics[topic].partitions.values()):
+            assert time.monotonic() < deadline, f"partitions of {topic} still without a leader"
+            time.sleep(0.1)
+        # a record to every partition: each leader has checked the producer id before the clock starts
+        for partition in range(len(p.list_topics(topic, timeout=10).topics[topic].partitions)):
+            p.produce(topic, values[0], partition=partition,
+                      on_delivery=lambda err, msg: errors.append(err) if err else None)
         assert p.flush(60) == 0 and not errors, errors[:3]
+    if on_start is not None:
+        on_start()
     started = time.perf_counter()
     if interval_s:
         i = 0
