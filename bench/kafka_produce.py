@@ -103,11 +103,14 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
         # partitions that have one, so a front's answer given before another front's leases reached it would
         # send all of a producer's records to the first front's partitions
         deadline = time.monotonic() + 60
-        while any(m.leader < 0 for m in p.list_topics(topic, timeout=10).topics[topic].partitions.values()):
+        while True:
+            partitions = p.list_topics(topic, timeout=10).topics[topic].partitions
+            if all(m.leader >= 0 for m in partitions.values()):
+                break
             assert time.monotonic() < deadline, f"partitions of {topic} still without a leader"
             time.sleep(0.1)
         # a record to every partition: each leader has checked the producer id before the clock starts
-        for partition in range(len(p.list_topics(topic, timeout=10).topics[topic].partitions)):
+        for partition in partitions:
             p.produce(topic, values[0], partition=partition,
                       on_delivery=lambda err, msg: errors.append(err) if err else None)
         assert p.flush(60) == 0 and not errors, errors[:3]
