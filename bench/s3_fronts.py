@@ -145,8 +145,9 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         committer = 1 + max(range(fronts_n), key=lambda i: made(i, "commit") - made(i, "handoff"))
         reports = [out.get(timeout=10) for _ in procs]
         # From the first producer's first timed record to the last one's flush: not the processes' start-up
-        # (imports), nor the clients' (connections, metadata, producer id: about 0.6 s under S3 Standard latency,
-        # half of it librdkafka's retry timer for the producer id, 2026-11-26); they start together
+        # (imports), nor the clients' (connections, metadata, producer id: 0.6 s under S3 Standard latency with
+        # producer ids claimed ahead, 0.5 s of it librdkafka's retry timer for the producer id, by hand on
+        # 2026-11-26); they start together
         span = max(r[1] for r in reports) - min(r[0] for r in reports)
         producers_cpu = sum(r[2] for r in reports)
         # Little's law over the fronts' Produce requests: records/s = requests in flight x records per request /
