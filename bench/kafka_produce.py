@@ -65,16 +65,17 @@ class Cpu:
         self.client = _own_cpu() - self.client
 
 
-def _values(n: int) -> list[bytes]:
-    base = os.urandom(VALUE_BYTES + 64).hex().encode()
-    return [base[i % 64:i % 64 + VALUE_BYTES] for i in range(n)]
+def _values(n: int, size: int = VALUE_BYTES) -> list[bytes]:
+    base = os.urandom(size + 64).hex().encode()
+    return [base[i % 64:i % 64 + size] for i in range(n)]
 
 
 def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0, config: dict | None = None,
-                      warm_up: bool = False, on_start: Callable[[], None] | None = None) -> tuple[float, list[float]]:
+                      warm_up: bool = False, on_start: Callable[[], None] | None = None,
+                      value_bytes: int = VALUE_BYTES) -> tuple[float, list[float]]:
     """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends; ``config`` overrides the
     producer's settings; ``warm_up`` starts the clock of an unpaced run only once the client is ready (as a paced
-    run's always does); ``on_start`` is called when the clock starts."""
+    run's always does); ``on_start`` is called when the clock starts; records carry ``value_bytes`` each."""
     from confluent_kafka import Producer
 
     # Throughput runs ask librdkafka for failed deliveries only (delivery.report.only.error): a Python callback
@@ -83,7 +84,7 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "acks": "all",
                   "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
                   "batch.size": 1_000_000, "delivery.report.only.error": not interval_s, **(config or {})})
-    values = _values(1024)
+    values = _values(1024, value_bytes)
     latencies: list[float] = []
     errors = []
 

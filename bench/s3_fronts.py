@@ -14,8 +14,9 @@ each of :data:`LOADS`.
 
 The machine has 2 cores that the fronts, moto, the proxy and the producers share: the profile's latency,
 not the CPU, must be what limits one front for the comparison to mean anything (the goal's load is the
-latency-bound one); the CPU of the fronts, the moto server, the latency proxy (this process's threads), the
-producers and the whole machine is reported so a reader can check.
+latency-bound one with 1 KB records; every load moves the same bytes per run); the CPU of the fronts, the moto
+server, the latency proxy (this process's threads), the producers and the whole machine is reported so a reader
+can check.
 """
 
 from __future__ import annotations
@@ -32,25 +33,32 @@ PRODUCERS = 4
 GOAL_RATIO = 1.6
 
 
-# The loads: name -> librdkafka settings over bench.kafka_produce's. "latency-bound" lets each producer keep one
-# request in flight per front, so what one front acknowledges per second is its acknowledgement latency's
-# inverse times what a request carries, not what the 2 shared cores can parse: the goal's load.
-# "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first (the producers' Python
-# loops take about three quarters of a core), shown for comparison.
-LOADS = {"latency-bound": {"max.in.flight.requests.per.connection": 1}, "defaults": {}}
+# The loads: name -> (librdkafka settings over bench.kafka_produce's, bytes per record value). "latency-bound" lets
+# each producer keep one request in flight per front, so what one front acknowledges per second is its
+# acknowledgement latency's inverse times what a request carries (here one partition's batch of up to
+# batch.size, 1 MB), not what the 2 shared cores can parse. With 100-byte records the cores are still about 70%
+# busy with two fronts (the producers' Python loops and librdkafka, the fronts' per-record work, moto), and the
+# waits for them lengthen every stage; 1 KB records carry the same bytes in a tenth of the records, so the
+# profile's latency is what limits: the goal's load. "defaults" is librdkafka's 5 requests in flight, which
+# here runs out of CPU first, shown for comparison.
+LATENCY_BOUND = {"max.in.flight.requests.per.connection": 1}
+LOADS = {"latency-bound, 1 KB records": (LATENCY_BOUND, 1000),
+         "latency-bound, 100 B records": (LATENCY_BOUND, 100),
+         "defaults, 100 B records": ({}, 100)}
 # Every load: records spread over the partitions one by one, not librdkafka's sticky batches of
 # sticky.partitioning.linger.ms (10 ms). A run is a fixed count of records: in sticky batches one front's
 # partitions got up to 9% more of them than the other's (by hand, 2026-11-26), and the run ended with that front
 # alone at work, which made two fronts look slower than they are
 PRODUCER = {"sticky.partitioning.linger.ms": 0}
-GOAL_LOAD = "latency-bound"
+GOAL_LOAD = "latency-bound, 1 KB records"
+RUN_BYTES = 200_000_000  # record values per run: 2,000,000 of 100 bytes, 200,000 of 1 KB
 
 
 def _settings(config: dict) -> str:
     return ", ".join(f"{c}={v}" for c, v in config.items()) or "librdkafka defaults"
 
 
-def _produce(bootstrap: str, topic: str, n: int, config: dict, ready, go, out) -> None:
+def _produce(bootstrap: str, topic: str, n: int, config: dict, value_bytes: int, ready, go, out) -> None:
     """One producer process: warms up, says it is ready, waits for ``go``, produces ``n`` records; puts (clock
     start, end, CPU seconds between) on ``out``, in CLOCK_MONOTONIC, which is comparable between processes."""
     from bench.kafka_produce import _own_cpu, confluent_produce
@@ -62,7 +70,8 @@ def _produce(bootstrap: str, topic: str, n: int, config: dict, ready, go, out) -
         go.wait()
         marks.append((time.monotonic(), _own_cpu()))
 
-    confluent_produce(bootstrap, topic, n, config={**PRODUCER, **config}, warm_up=True, on_start=start)
+    confluent_produce(bootstrap, topic, n, config={**PRODUCER, **config}, warm_up=True, on_start=start,
+                      value_bytes=value_bytes)
     out.put((marks[0][0], time.monotonic(), _own_cpu() - marks[0][1]))
 
 
@@ -91,7 +100,8 @@ def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
     return len(leaders) == PARTITIONS and min(counts) >= PARTITIONS // nodes
 
 
-def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: int, config: dict, tag: str) -> dict:
+def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: int, config: dict, tag: str,
+             value_bytes: int = 100) -> dict:
     from bench.http_produce import STAGES, FrontProcess, _free_port, stage_means
     from bench.kafka_produce import _cpu_seconds, _own_cpu
 
@@ -116,7 +126,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         spawn = multiprocessing.get_context("spawn")
         ready, go, out = spawn.Queue(), spawn.Event(), spawn.Queue()
         per = records // PRODUCERS
-        procs = [spawn.Process(target=_produce, args=(bootstrap, "load", per, config, ready, go, out))
+        procs = [spawn.Process(target=_produce, args=(bootstrap, "load", per, config, value_bytes, ready, go, out))
                  for _ in range(PRODUCERS)]
         for p in procs:
             p.start()
@@ -154,7 +164,8 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # latency, so the two-front ratio splits into those three factors (printed with the table)
         count, latency_s = sum(r[0] for r in requests), sum(r[1] for r in requests)
         other = [r for node, r in enumerate(requests, 1) if node != committer]
-        return {"records_per_s": per * PRODUCERS / span, "front_cpu_s": cpu, "wall_s": wall,
+        return {"records_per_s": per * PRODUCERS / span, "mb_per_s": per * PRODUCERS * value_bytes / span / 1e6,
+                "front_cpu_s": cpu, "wall_s": wall,
                 "stages": {"one front" if fronts_n == 1 else "committer front" if node == committer else
                            "other front": means for node, means in enumerate(stages, 1)},
                 "in_flight": latency_s / span, "records_per_request": per * PRODUCERS / count,
@@ -172,7 +183,7 @@ def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import STAGE_NAMES, MotoProcess
     from bench.s3_proxy import PROFILES, S3FaultProxy
 
-    records = ctx.size(2_000_000, 8_000)
+    records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size) in LOADS.items()}
     # The goal's load runs more often: on this shared 2-core machine its median of three two-front runs moved
     # from 0.98x to 1.28x one front between runs of the same code (2026-11-26)
     goal_repeats = 2 * ctx.repeats - 1
@@ -181,13 +192,14 @@ def run(ctx: BenchContext) -> BenchResult:
     proxy = S3FaultProxy(moto.endpoint, latency=PROFILES["s3-standard"]).start()
     try:
         for i in range(goal_repeats):
-            for load, config in LOADS.items():
+            for li, (load, (config, size)) in enumerate(LOADS.items()):
                 repeats = goal_repeats if load == GOAL_LOAD else ctx.repeats
                 if i >= repeats:
                     continue
                 for n in (1, 2):
                     ctx.progress(f"repeat {i + 1}/{repeats}: {load}, {n} front(s)")
-                    series[(load, n)].append(_one_run(ctx, moto, proxy.url, n, records, config, f"{i}-{load}-{n}"))
+                    series[(load, n)].append(_one_run(ctx, moto, proxy.url, n, records[load], config,
+                                                      f"{i}-{li}-{n}", size))
     finally:
         proxy.stop()
         moto.close()
@@ -204,7 +216,7 @@ def run(ctx: BenchContext) -> BenchResult:
         ratios[load] = med("records_per_s", load, 2) / one if one else 0.0
         for n in (1, 2):
             rate = med("records_per_s", load, n)
-            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{rate * 100 / 1e6:.1f}",
+            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{med('mb_per_s', load, n):.1f}",
                          f"{rate / one:.2f}x" if one else "-",
                          *(f"{med(k, load, n):.2f}" for k in ("front_cpu_s", "moto_cpu_s", "proxy_cpu_s",
                                                               "producers_cpu_s")),
@@ -217,14 +229,15 @@ def run(ctx: BenchContext) -> BenchResult:
             ) + f" x {med('latency_ms', load, 1) / med('latency_ms', load, 2):.2f}"
             little.append([load, f"{n} front{'s' if n > 1 else ''}", f"{med('in_flight', load, n):.2f}",
                            f"{med('records_per_request', load, n):,.0f}", latency, factors])
-    text = (f"{PRODUCERS} librdkafka producer processes, {records:,} 100-byte records per run, a "
+    text = (f"{PRODUCERS} librdkafka producer processes; per run, the same bytes of record values in every load ("
+            f"{', '.join(f'{records[load]:,} records of {size:,} B' for load, (_, size) in LOADS.items())}); a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
             f"{goal_repeats} interleaved runs ({GOAL_LOAD}) and {ctx.repeats} (the others); records/s from the "
             f"first producer's first timed record to the last one's flush (the producers start together, each "
             f"connected, with a leader for every partition and a record acknowledged by each; the fronts' counters "
             f"and the CPU are read over that timed part). Producers: "
             f"{_settings(PRODUCER)} (records spread one by one). Loads: "
-            + "; ".join(f"{k} ({_settings(config)})" for k, config in LOADS.items())
+            + "; ".join(f"{k} ({_settings(config)})" for k, (config, _) in LOADS.items())
             + ".\n\n"
             + md_table(["load", "fronts", "records/s", "MB/s", "vs one front", "front CPU cores busy (sum)",
                         "moto CPU cores busy", "proxy (bench process) CPU cores busy",

@@ -108,7 +108,8 @@ def test_s3_jobs_runs_end_to_end(tmp_path):
 def test_s3_fronts_runs_end_to_end(tmp_path):
     """One front, then two, on an S3 root behind the latency proxy, under each load: both rows and the ratio."""
     section = bench_section(tmp_path, "s3_fronts", 600)
-    for load in ("latency-bound", "defaults"):
+    for name in ("latency-bound, 1 KB records", "latency-bound, 100 B records", "defaults, 100 B records"):
+        load = re.escape(name)
         assert re.search(rf"\| {load} \| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \|", section), section
         assert re.search(rf"\| {load} \| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \|", section), section
         # Little's law's factors, from the fronts' own Produce latency: in flight, records per request, latency
