@@ -101,7 +101,7 @@ def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
 
 
 def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: int, config: dict, tag: str,
-             value_bytes: int = 100) -> dict:
+             value_bytes: int) -> dict:
     from bench.http_produce import STAGES, FrontProcess, _free_port, stage_means
     from bench.kafka_produce import _cpu_seconds, _own_cpu
 
@@ -164,8 +164,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # latency, so the two-front ratio splits into those three factors (printed with the table)
         count, latency_s = sum(r[0] for r in requests), sum(r[1] for r in requests)
         other = [r for node, r in enumerate(requests, 1) if node != committer]
-        return {"records_per_s": per * PRODUCERS / span, "mb_per_s": per * PRODUCERS * value_bytes / span / 1e6,
-                "front_cpu_s": cpu, "wall_s": wall,
+        return {"records_per_s": per * PRODUCERS / span, "front_cpu_s": cpu, "wall_s": wall,
                 "stages": {"one front" if fronts_n == 1 else "committer front" if node == committer else
                            "other front": means for node, means in enumerate(stages, 1)},
                 "in_flight": latency_s / span, "records_per_request": per * PRODUCERS / count,
@@ -216,7 +215,7 @@ def run(ctx: BenchContext) -> BenchResult:
         ratios[load] = med("records_per_s", load, 2) / one if one else 0.0
         for n in (1, 2):
             rate = med("records_per_s", load, n)
-            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{med('mb_per_s', load, n):.1f}",
+            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{rate * LOADS[load][1] / 1e6:.1f}",
                          f"{rate / one:.2f}x" if one else "-",
                          *(f"{med(k, load, n):.2f}" for k in ("front_cpu_s", "moto_cpu_s", "proxy_cpu_s",
                                                               "producers_cpu_s")),

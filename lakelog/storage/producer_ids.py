@@ -127,8 +127,8 @@ class ProducerRegistry:
         """Claim the next block now, unless the block in hand has more than :data:`PREFETCH_AT` ids left or the next
         one is claimed already.  Blocking (a commit to the producers table): call it off the request path.  A
         failure is logged, not raised: ``InitProducerId`` claims the block itself then."""
-        try:
-            with self._lock:
+        with self._lock:
+            try:
                 if self._spare or self._block and self._block[1] - self._block[0] > PREFETCH_AT:
                     return
                 block = self._claim_block()
@@ -136,10 +136,10 @@ class ProducerRegistry:
                     self._spare = block
                 else:
                     self._block = block
-        except Exception as e:  # a background claim: the request path claims it itself
-            log.warning("claiming the next producer id block failed: %s: %s", type(e).__name__, e)
-        finally:
-            self._prefetching = False
+            except Exception as e:  # a background claim: the request path claims it itself
+                log.warning("claiming the next producer id block failed: %s: %s", type(e).__name__, e)
+            finally:
+                self._prefetching = False  # under the lock, where _next_id reads it
 
     def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:
         """A new producer id (epoch 0), or for a transactional id its stable id with the epoch bumped."""
