@@ -251,6 +251,18 @@ class Log:
         with lock:
             return self._open_committer(topic, lock).accept(handoff)
 
+    def try_accept_handoff(self, topic: str, handoff) -> Future | None:
+        """:meth:`accept_handoff` when that needs no wait -- the topic's writer is open and its lock free -- else
+        None, and nothing done. Never blocks: for the event loop."""
+        with self._lock:
+            lock, committer = self._committers.get(topic, (None, None))
+        if committer is None or not lock.acquire(blocking=False):
+            return None
+        try:
+            return committer.accept(handoff, advance=False)
+        finally:
+            lock.release()
+
     def append_pipelined(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
         """:meth:`append_batches`, pipelined on object stores: returns once ``batches`` are planned on top of the
         groups staged before them and their segments are uploaded, while commits before them may still be in

@@ -20,8 +20,9 @@ import pytest
 
 from s3_server import BUCKET, s3_options
 from lakelog import Log, PartitionBatch
-from lakelog.errors import KafkaError, RequestTimedOut
+from lakelog.errors import KafkaError, ProducerFenced, RequestTimedOut
 from lakelog.storage.orphan_files import find_orphan_files
+from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
 from proc_support import Ack, check_log, value_of
@@ -137,7 +138,9 @@ def test_lost_response_then_failed_refresh_keeps_the_landed_commit_intact(append
     log, acks = seeded(root)
     producer = log.init_producer()
     lost = proxy.lose_response(commit_put)
-    blind = proxy.fail(lambda m, t: bool(lost.hits) and delta_log_access(m, t) and m != "PUT", status=503)
+    # the topic's log only: the producers table is read in the background meanwhile
+    blind = proxy.fail(lambda m, t: bool(lost.hits) and delta_log_access(m, t) and "/topics/t/" in t and m != "PUT",
+                       status=503)
     err = append(log, "t", batch(1, producer, 0))[0]
     assert lost.upstream_statuses == [200] and blind.hits
     assert isinstance(err, KafkaError) and err.retriable, err
@@ -282,6 +285,37 @@ def test_pipelined_groups_upload_while_the_commits_before_them_are_in_flight(pro
     assert log.snapshot("t").version == before + 2  # the two groups uploaded meanwhile went out in one commit
     check_log(root, "t", acks + [ack_of(r, i) for i, r in enumerate(results, 1)])
     assert find_orphan_files(root, "t") == []
+
+
+def test_a_stalled_read_of_the_producers_table_holds_up_no_append(append, proxy):
+    """Writers re-read the producers table (epochs bumped by other processes) at most once a second, in the
+    background: while that read is stalled, checks answer from the table as last read and an idempotent
+    append commits; once a read lands, the producer another process fenced is refused."""
+    root = faulty_root(proxy)
+    log, acks = seeded(root)
+    producer, tx = log.init_producer(), log.init_producer("tx")
+    first = append(log, "t", batch(1, producer, 0))[0]
+    assert not isinstance(first, KafkaError), first
+    ProducerRegistry(root).init_producer("tx")  # another process bumps the epoch: ``tx`` is fenced
+    stall = proxy.stall(lambda method, path: "/_lakelog/producers/" in path, 120.0, then="forward")
+    time.sleep(EPOCH_CHECK_INTERVAL_S)  # the writer's next append is due to read the table again
+    second = append(log, "t", batch(2, producer, 3))[0]
+    assert not isinstance(second, KafkaError), second
+    wait_for(lambda: stall.hits, "the writer's read of the producers table")
+    assert not stall.done.is_set()  # the append did not wait for that read
+    assert log.registry.check(tx.producer_id, tx.producer_epoch) is True  # not yet seen: answered as last read
+    stall.release.set()
+
+    def fenced() -> bool:
+        log.registry.refresh_soon(0)
+        try:
+            log.registry.check(tx.producer_id, tx.producer_epoch)
+        except ProducerFenced:
+            return True
+        return False
+
+    wait_for(fenced, "the fence, once a read of the producers table lands")
+    check_log(root, "t", acks + [ack_of(first, 1), ack_of(second, 2)])
 
 
 @pytest.mark.parametrize("then", ["drop", "fail"])

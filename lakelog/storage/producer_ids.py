@@ -16,10 +16,11 @@ As Kafka's ProducerIdManager (KIP-730), a process claims its next block before i
 needs it (:meth:`ProducerRegistry.prefetch`: a front at start-up, and whenever 90%
 of the block is handed out), so ``InitProducerId`` is answered from memory instead
 of waiting for a commit (a fresh front's first one took 768 ms under S3 Standard latency).
-Thread-safe (one lock around the handle).  Writers re-read the table at most
-once a second (:data:`EPOCH_CHECK_INTERVAL_S`): a producer fenced by an init in
-another process is refused by a partition once the new instance has written
-to it, and by every writer within that interval otherwise.
+Thread-safe (one lock around the handle).  Writers have the table re-read in the
+background at most once a second (:data:`EPOCH_CHECK_INTERVAL_S`,
+:meth:`ProducerRegistry.refresh_soon`): a producer fenced by an init in another
+process is refused by a partition once the new instance has written to it, and by
+every writer within that interval plus one re-read otherwise.
 """
 
 from __future__ import annotations
@@ -63,27 +64,34 @@ class ProducerRegistry:
         self._block: list[int] = []  # [next, end) of the block this process owns
         self._spare: list[int] = []  # [start, end) of the next block, claimed ahead (prefetch)
         self._prefetching = False
-        self._refreshed = 0.0
+        self._refreshed = 0.0  # when the latest background refresh began
+        self._refreshing = False
+        self._refresh_guard = threading.Lock()
+        self._fresh = None  # the background refresher's own handle (only its thread touches it)
         self._memo_version: int | None = None  # the table version _memo answers for
         self._memo: dict[int, tuple[int, int | None]] = {}
 
     def _table(self):
+        """The handle checks and commits use (caller holds ``_lock``)."""
+        if self._dt is None:
+            self._dt = self._open()
+        return self._dt
+
+    def _open(self):
+        """A handle on the table at its latest version, created if missing."""
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
-        if self._dt is None:
-            uri = self.root.uri_for("_lakelog", "producers")
+        uri = self.root.uri_for("_lakelog", "producers")
+        try:
+            return DeltaTable(uri, storage_options=self.root.storage_options)
+        except TableNotFoundError:
             try:
-                self._dt = DeltaTable(uri, storage_options=self.root.storage_options)
-            except TableNotFoundError:
-                try:
-                    if self.root.is_local:
-                        self.root.filesystem.create_dir(self.root.path_for("_lakelog"), recursive=True)
-                    self._dt = DeltaTable.create(uri, schema=_SCHEMA, mode="ignore",
-                                                 storage_options=self.root.storage_options)
-                except Exception:
-                    self._dt = DeltaTable(uri, storage_options=self.root.storage_options)
-        return self._dt
+                if self.root.is_local:
+                    self.root.filesystem.create_dir(self.root.path_for("_lakelog"), recursive=True)
+                return DeltaTable.create(uri, schema=_SCHEMA, mode="ignore", storage_options=self.root.storage_options)
+            except Exception:
+                return DeltaTable(uri, storage_options=self.root.storage_options)
 
     def _commit(self, txns: dict[str, int]) -> bool:
         """Commit txn versions; False if a concurrent commit of the same app id won."""
@@ -159,14 +167,37 @@ class ProducerRegistry:
                     return ProducerIdentity(pid, epoch, transactional_id)
             raise KafkaStorageError(f"could not initialise transactional id {transactional_id!r}: repeated conflicts")
 
-    def refresh(self, max_age_s: float = 0.0) -> None:
-        """Catch up with other processes' allocations and epoch bumps, unless done within ``max_age_s``."""
-        with self._lock:
-            now = time.monotonic()
-            if max_age_s and now - self._refreshed < max_age_s:
+    def refresh_soon(self, max_age_s: float = EPOCH_CHECK_INTERVAL_S) -> None:
+        """Catch up with other processes' allocations and epoch bumps in the background, unless that began within
+        ``max_age_s`` or is under way; never waits for the store.  Writers call it under a topic's lock, where a
+        refresh in line (a LIST and GETs: 30-135 ms under S3 Standard latency, by hand) held up every commit of
+        the topic once a second.  Checks answer from the table as last loaded meanwhile."""
+        with self._refresh_guard:  # not _lock, which a commit of InitProducerId holds through its I/O
+            started = time.monotonic()
+            if self._refreshing or started - self._refreshed < max_age_s:
                 return
-            self._table().update_incremental()
-            self._refreshed = now
+            self._refreshing, self._refreshed = True, started
+        threading.Thread(target=self._refresh, name="lakelog-producer-epochs", daemon=True).start()
+
+    def _refresh(self) -> None:
+        """Bring a handle of the refresher's own up to date, off the lock, and let checks use it if it is newer
+        than theirs; theirs is never touched here, and the refresher's is never touched once handed over."""
+        try:
+            fresh = self._fresh
+            if fresh is None:
+                fresh = self._open()
+            else:
+                fresh.update_incremental()
+            with self._lock:
+                if self._dt is None or fresh.version() > self._dt.version():
+                    self._dt, self._fresh = fresh, None
+                else:
+                    self._fresh = fresh
+        except Exception as e:  # the next call starts another; checks go on with what they have
+            log.warning("refreshing producer epochs failed: %s: %s", type(e).__name__, e)
+        finally:
+            with self._refresh_guard:
+                self._refreshing = False
 
     def _versions(self, dt, producer_id: int) -> tuple[int, int | None]:
         """(next unallocated id, epoch of ``producer_id`` or None) at the table's loaded version.

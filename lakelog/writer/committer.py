@@ -615,11 +615,13 @@ class Committer:
             return UnknownTopicOrPartition(f"a partition of {self.topic} handed over does not exist")
         return None
 
-    def accept(self, handoff: Handoff) -> Future:
+    def accept(self, handoff: Handoff, advance: bool = True) -> Future:
         """Take another front's commit into our next one (topic's lock held): the future resolves with a
         :class:`HandoffAnswer` once that commit landed, or with :class:`HandoffRejected` if it will never
         land, or another error if its outcome is unknown. Rejected at once unless this writer pipelines its
-        commits and takes itself for the topic's committer front (so two fronts never wait on each other)."""
+        commits and takes itself for the topic's committer front (so two fronts never wait on each other).
+        ``advance=False`` leaves moving the pipeline on (which may conclude commits and read the store) to a
+        pipeline thread: for a caller that must not block."""
         done: Future = Future()
         if (self.root.is_local or not self._direct or self._lock is None or self._forwarder is None
                 or self._forwarder.committer_front(self.snapshot) is not None):
@@ -627,7 +629,10 @@ class Committer:
                 f"this front does not make the commits of {self.topic}; commit directly")))
             return done
         self._handed.append((handoff, done))
-        self._advance()
+        if advance:
+            self._advance()
+        else:
+            self._nudge_later()
         return done
 
     def _send(self, flight: Launch, url: str | None = None) -> None:
@@ -803,7 +808,7 @@ class Committer:
         dups: dict[int, AppendResult | KafkaError] = {}
         now = int(time.time() * 1000)
         if any(batches[i].idempotent for i in pending):
-            self.registry.refresh(max_age_s=EPOCH_CHECK_INTERVAL_S)
+            self.registry.refresh_soon(EPOCH_CHECK_INTERVAL_S)
         for i in pending:
             b = batches[i]
             p = b.partition
