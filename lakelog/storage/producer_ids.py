@@ -170,7 +170,7 @@ class ProducerRegistry:
     def refresh_soon(self, max_age_s: float = EPOCH_CHECK_INTERVAL_S) -> None:
         """Catch up with other processes' allocations and epoch bumps in the background, unless that began within
         ``max_age_s`` or is under way; never waits for the store.  Writers call it under a topic's lock, where a
-        refresh in line (a LIST and GETs: 30-135 ms under S3 Standard latency, by hand) held up every commit of
+        refresh in line (a LIST and GETs: 30-140 ms under S3 Standard latency, by hand) held up every commit of
         the topic once a second.  Checks answer from the table as last loaded meanwhile."""
         with self._refresh_guard:  # not _lock, which a commit of InitProducerId holds through its I/O
             started = time.monotonic()
