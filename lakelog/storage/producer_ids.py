@@ -188,6 +188,7 @@ class ProducerRegistry:
                 fresh = self._open()
             else:
                 fresh.update_incremental()
+            fresh.transaction_version(NEXT_APP)  # delta-rs reads the log's txns lazily: here, not in a check
             with self._lock:
                 if self._dt is None or fresh.version() > self._dt.version():
                     self._dt, self._fresh = fresh, None
