@@ -306,17 +306,36 @@ def test_a_stalled_read_of_the_producers_table_holds_up_no_append(append, proxy)
     assert not stall.done.is_set()  # neither append waited for that read
     assert log.registry.check(tx.producer_id, tx.producer_epoch) is True  # not yet seen: answered as last read
     stall.release.set()
-
-    def fenced() -> bool:
-        log.registry.refresh_soon(0)
-        try:
-            log.registry.check(tx.producer_id, tx.producer_epoch)
-        except ProducerFenced:
-            return True
-        return False
-
-    wait_for(fenced, "the fence, once a read of the producers table lands")
+    wait_for(lambda: fenced_once_read(log.registry, tx), "the fence, once a read of the producers table lands")
     check_log(root, "t", acks + [ack_of(first, 1), ack_of(second, 2)])
+
+
+def fenced_once_read(registry: ProducerRegistry, producer) -> bool:
+    """Whether ``producer`` is refused as fenced, after asking for a background read of the producers table."""
+    registry.refresh_soon(0)
+    try:
+        registry.check(producer.producer_id, producer.producer_epoch)
+    except ProducerFenced:
+        return True
+    return False
+
+
+def test_checks_read_the_producers_table_once_per_version(proxy):
+    """delta-rs's ``transaction_version`` reads every commit since the checkpoint on each call: checks of
+    producer ids read the table's app ids once per version instead, and a background read does it for them."""
+    root = faulty_root(proxy)
+    other = ProducerRegistry(root)
+    ids = [other.init_producer(f"tx{i}") for i in range(8)]
+    registry = ProducerRegistry(root)
+    assert registry.check(ids[0].producer_id, ids[0].producer_epoch) is True  # opens the table, reads its app ids
+    proxy.log.clear()
+    assert all(registry.check(i.producer_id, i.producer_epoch) for i in ids[1:])
+    assert proxy.log == []  # the other ids at the same version: no request
+    other.init_producer("tx0")  # a new version, which fences ids[0]
+    wait_for(lambda: fenced_once_read(registry, ids[0]), "the fence, once a read of the producers table lands")
+    proxy.log.clear()
+    assert all(registry.check(i.producer_id, i.producer_epoch) for i in ids[1:])
+    assert proxy.log == []  # read in the background with the new version
 
 
 @pytest.mark.parametrize("then", ["drop", "fail"])

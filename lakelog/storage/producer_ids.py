@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
+from lakelog.storage.delta_log import LogTailGone, read_tail, txns_at
 from lakelog.storage.storage_root import StorageRoot
 
 BLOCK_SIZE = 1000
@@ -68,8 +69,8 @@ class ProducerRegistry:
         self._refreshing = False
         self._refresh_guard = threading.Lock()
         self._fresh = None  # the background refresher's own handle (only its thread touches it)
-        self._memo_version: int | None = None  # the table version _memo answers for
-        self._memo: dict[int, tuple[int, int | None]] = {}
+        self._txns: dict[str, int] = {}  # every app id's version at _txns_version (replaced, never changed)
+        self._txns_version: int | None = None
 
     def _table(self):
         """The handle checks and commits use (caller holds ``_lock``)."""
@@ -116,7 +117,7 @@ class ProducerRegistry:
         for _ in range(_ATTEMPTS):
             dt = self._table()
             dt.update_incremental()
-            start = dt.transaction_version(NEXT_APP) or 0
+            start = self._txns_of(dt).get(NEXT_APP, 0)
             if self._commit({NEXT_APP: start + BLOCK_SIZE}):
                 return [start, start + BLOCK_SIZE]
         raise KafkaStorageError("could not allocate a producer id block after repeated commit conflicts")
@@ -158,7 +159,7 @@ class ProducerRegistry:
             for _ in range(_ATTEMPTS):
                 dt = self._table()
                 dt.update_incremental()
-                packed = dt.transaction_version(app)
+                packed = self._txns_of(dt).get(app)
                 if packed is None or (packed & 0xFFFF) >= MAX_EPOCH:
                     pid, epoch = self._next_id(), 0
                 else:
@@ -188,10 +189,17 @@ class ProducerRegistry:
                 fresh = self._open()
             else:
                 fresh.update_incremental()
-            fresh.transaction_version(NEXT_APP)  # delta-rs reads the log's txns lazily: here, not in a check
+            version = fresh.version()
             with self._lock:
-                if self._dt is None or fresh.version() > self._dt.version():
+                if self._dt is not None and version <= self._dt.version():
+                    self._fresh = fresh
+                    return
+                base, base_version = self._txns, self._txns_version
+            txns = self._read_txns(version, base, base_version)  # the checks' reads, done here
+            with self._lock:
+                if self._dt is None or version > self._dt.version():
                     self._dt, self._fresh = fresh, None
+                    self._txns, self._txns_version = txns, version
                 else:
                     self._fresh = fresh
         except Exception as e:  # the next call starts another; checks go on with what they have
@@ -200,20 +208,34 @@ class ProducerRegistry:
             with self._refresh_guard:
                 self._refreshing = False
 
-    def _versions(self, dt, producer_id: int) -> tuple[int, int | None]:
-        """(next unallocated id, epoch of ``producer_id`` or None) at the table's loaded version.
-
-        delta-rs answers ``transaction_version`` by scanning its log state, which every batch of every commit
-        would pay: the answers are kept until the loaded version changes.  Caller holds ``_lock``.
-        """
+    def _txns_of(self, dt) -> dict[str, int]:
+        """Every app id's version at ``dt``'s version, read once per version (caller holds ``_lock``): delta-rs's
+        ``transaction_version`` reads every commit since the checkpoint on each call (seen through the S3 proxy),
+        which each check of a producer id paid twice."""
         version = dt.version()
-        if self._memo_version != version:
-            self._memo_version, self._memo = version, {}
-        found = self._memo.get(producer_id)
-        if found is None:
-            found = self._memo[producer_id] = (dt.transaction_version(NEXT_APP) or 0,
-                                               dt.transaction_version(f"lakelog.epoch.{producer_id}"))
-        return found
+        if self._txns_version != version:
+            self._txns = self._read_txns(version, self._txns, self._txns_version)
+            self._txns_version = version
+        return self._txns
+
+    def _read_txns(self, version: int, base: dict[str, int], base_version: int | None) -> dict[str, int]:
+        """The app ids at ``version``: ``base`` (at ``base_version``) and the commits after it, else the whole log."""
+        path = self.root.path_for("_lakelog", "producers")
+        if base_version is not None and base_version <= version:
+            txns = dict(base)
+            try:
+                for commit in read_tail(self.root, path, base_version, version):
+                    txns.update(commit.txns)
+                return txns
+            except LogTailGone:  # cleaned up behind a checkpoint: read from the checkpoint
+                pass
+        return txns_at(self.root, path, version)
+
+    def _versions(self, dt, producer_id: int) -> tuple[int, int | None]:
+        """(next unallocated id, epoch of ``producer_id`` or None) at the table's loaded version (caller holds
+        ``_lock``)."""
+        txns = self._txns_of(dt)
+        return txns.get(NEXT_APP, 0), txns.get(f"lakelog.epoch.{producer_id}")
 
     def check(self, producer_id: int, epoch: int) -> bool:
         """Validate a producer id/epoch pair; returns whether the id is transactional.

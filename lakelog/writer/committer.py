@@ -63,7 +63,7 @@ from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, parse_commit, read_commit,
                                        read_tail, retry_listing_gaps)
 from lakelog.storage.partition_lease import lease_app, unpack
-from lakelog.storage.producer_ids import EPOCH_CHECK_INTERVAL_S, ProducerRegistry
+from lakelog.storage.producer_ids import ProducerRegistry
 from lakelog.storage.producer_state import AppendInfo, BatchMetadata, last_sequence
 from lakelog.storage.record_schema import CREATE_TIME, FILE_SCHEMA, LOG_APPEND_TIME, PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
@@ -808,7 +808,7 @@ class Committer:
         dups: dict[int, AppendResult | KafkaError] = {}
         now = int(time.time() * 1000)
         if any(batches[i].idempotent for i in pending):
-            self.registry.refresh_soon(EPOCH_CHECK_INTERVAL_S)
+            self.registry.refresh_soon()
         for i in pending:
             b = batches[i]
             p = b.partition

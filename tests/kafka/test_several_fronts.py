@@ -298,6 +298,7 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
     """Only a front of the root may hand a commit over (the root's cluster secret), its body is checked before
     anything is committed, and a commit planned on offsets that are not the log's is refused: the fronts stay
     up and the log does not move."""
+    from api.routers.handoffs import INLINE_DECODE_BYTES
     from lakelog.cluster.cluster_secret import SECRET_HEADER, cluster_secret
     from lakelog.cluster.commit_forwarder import ROUTE
 
@@ -321,6 +322,8 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
         (committer, {SECRET_HEADER: "0" * 64}, json.dumps(planned_elsewhere).encode(), 401,
          "SASL_AUTHENTICATION_FAILED"),
         (committer, {SECRET_HEADER: secret}, b'{"topic_id": ', 400, "INVALID_REQUEST"),
+        # over INLINE_DECODE_BYTES: decoded on a thread, not the event loop
+        (committer, {SECRET_HEADER: secret}, b" " * INLINE_DECODE_BYTES + b'{"topic_id": ', 400, "INVALID_REQUEST"),
         (committer, {SECRET_HEADER: secret}, json.dumps({**planned_elsewhere, "txns": {"lakelog.leo.0": 5}}).encode(),
          400, "INVALID_REQUEST"),
         (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
@@ -334,8 +337,8 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
          "UNKNOWN_TOPIC_OR_PARTITION", ROUTE.format(topic=missing)),
     ]
     for front, headers, body, status, name, *path in cases:
-        r = httpx.post(front.url + (path[0] if path else route), content=body, headers={"content-type": "application/json", **headers},
-                       timeout=30)
+        r = httpx.post(front.url + (path[0] if path else route), content=body,
+                       headers={"content-type": "application/json", **headers}, timeout=30)
         assert r.status_code == status, (name, r.status_code, r.text)
         assert r.json()["error_name"] == name, r.text
         assert "Traceback" not in r.text and "/lakelog/" not in r.text and secret not in r.text
