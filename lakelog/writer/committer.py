@@ -696,7 +696,7 @@ class Committer:
         else:  # the PUT's outcome is unknown: look for it by its commit id
             outcome = self._unknown_outcome(error, flight.commit_id)
             landed = self.snapshot.version == flight.version
-        self._resolve(flight, outcome, landed)
+        # Other fronts' answers first: each has an HTTP response and the sender's own conclusion still to go
         for h, done in flight.handed:
             if outcome is True:
                 # the held bodies (bounded), not every version since the sender's: a sender may be far behind
@@ -704,6 +704,7 @@ class Committer:
                     (v, body.decode()) for v, body in self._bodies.items() if h.known_version < v <= flight.version]))
             else:  # unknown: the sender looks for its commit id
                 done.set_exception(outcome)
+        self._resolve(flight, outcome, landed)
 
     def _resolve(self, flight: Launch, outcome, landed: bool) -> None:
         for g in flight.groups:
