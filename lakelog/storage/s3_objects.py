@@ -59,13 +59,19 @@ def s3_client(options: tuple[tuple[str, str], ...]):
     delta-rs. boto3 clients are thread-safe."""
     import boto3
     from botocore.config import Config
+    from botocore.handlers import add_expect_header
 
     opts = dict(options)
     config = Config(connect_timeout=_seconds(opts.get("connect_timeout", "5s")),
                     read_timeout=_seconds(opts.get("timeout", "30s")),
                     retries={"total_max_attempts": int(opts.get("max_retries", "3")) + 1, "mode": "standard"},
                     max_pool_connections=32)
-    return boto3.client(
+    client = boto3.client(
         "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region"),
         aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
         aws_session_token=opts.get("aws_session_token"), config=config)
+    # botocore asks the store for "100 Continue" before it sends any PutObject body. The bodies here are commits
+    # and small objects: the wait is one more round trip, and a commit's is on the topic's serial commit path
+    # (1.2 ms of each commit under the S3 Standard profile with two fronts, traced by hand: docs/storage.md)
+    client.meta.events.unregister("before-call.s3", add_expect_header)
+    return client
