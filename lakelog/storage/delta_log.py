@@ -52,8 +52,10 @@ def commit_path(table_path: str, version: int) -> str:
 
 
 def parse_commit(version: int, text: str) -> Commit:
+    """A commit file's actions, one JSON object per ``\n``-separated line. Not ``str.splitlines()``: a JSON
+    string may hold U+0085, U+2028 or U+2029 unescaped (delta-rs writes them so), which it would split on."""
     commit = Commit(version)
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if not line.strip():
             continue
         action = json.loads(line)
