@@ -1,0 +1,65 @@
+"""bench/moto_server.py, the S3 endpoint of the tests and the benchmarks: every S3 request goes straight to moto's S3
+app, moto's own API (``/moto-api``) still to moto's dispatcher, and conditional writes stay atomic."""
+
+from __future__ import annotations
+
+import threading
+
+import boto3
+import httpx
+import pytest
+from botocore.exceptions import ClientError
+
+from bench.http_produce import MotoProcess
+
+
+@pytest.fixture
+def moto():
+    server = MotoProcess()  # a process of its own: /moto-api/reset empties every bucket of the process it reaches
+    yield server
+    server.close()
+
+
+def _client(moto):
+    return boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                        region_name="us-east-1")
+
+
+def test_s3_operations_and_moto_api(moto):
+    s3 = _client(moto)
+    s3.put_object(Bucket=moto.BUCKET, Key="t/_delta_log/00000000000000000000.json", Body=b'{"commitInfo":{}}\n')
+    s3.put_object(Bucket=moto.BUCKET, Key="t/part-0.parquet", Body=b"0123456789")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=moto.BUCKET, Key="t/_delta_log/00000000000000000000.json", Body=b"{}", IfNoneMatch="*")
+    assert e.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=moto.BUCKET, Key="t/part-0.parquet", Range="bytes=2-4")["Body"].read() == b"234"
+    assert s3.head_object(Bucket=moto.BUCKET, Key="t/part-0.parquet")["ContentLength"] == 10
+    listed = s3.list_objects_v2(Bucket=moto.BUCKET, Prefix="t/_delta_log/")
+    assert [o["Key"] for o in listed["Contents"]] == ["t/_delta_log/00000000000000000000.json"]
+    s3.delete_object(Bucket=moto.BUCKET, Key="t/part-0.parquet")
+    assert s3.list_objects_v2(Bucket=moto.BUCKET, Prefix="t/part-").get("KeyCount") == 0
+    assert httpx.post(f"{moto.endpoint}/moto-api/reset").status_code == 200
+    assert s3.list_buckets()["Buckets"] == []
+
+
+def test_racing_put_if_absent_has_one_winner(moto):
+    s3 = _client(moto)
+    for round_ in range(20):
+        key = f"race/{round_:05d}.json"
+        outcomes: list[str] = []
+
+        def put(body: bytes) -> None:
+            try:
+                s3.put_object(Bucket=moto.BUCKET, Key=key, Body=body, IfNoneMatch="*")
+                outcomes.append(body.decode())
+            except ClientError as e:
+                outcomes.append(e.response["Error"]["Code"])
+
+        threads = [threading.Thread(target=put, args=(f"writer-{i}".encode(),)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [o for o in outcomes if o.startswith("writer-")]
+        assert len(winners) == 1 and outcomes.count("PreconditionFailed") == 5, outcomes
+        assert s3.get_object(Bucket=moto.BUCKET, Key=key)["Body"].read().decode() == winners[0]
