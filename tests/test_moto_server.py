@@ -63,3 +63,27 @@ def test_racing_put_if_absent_has_one_winner(moto):
         winners = [o for o in outcomes if o.startswith("writer-")]
         assert len(winners) == 1 and outcomes.count("PreconditionFailed") == 5, outcomes
         assert s3.get_object(Bucket=moto.BUCKET, Key=key)["Body"].read().decode() == winners[0]
+
+
+def test_s3_requests_skip_motos_service_lookup(monkeypatch):
+    """moto's dispatcher looks each request's service up among moto's modules on disk, under a process-wide lock;
+    an S3 request here never reaches it (the server's process: this one, so the lookup can be counted)."""
+    from moto import backends
+
+    from bench.moto_server import S3Server
+
+    lookups = []
+    real = backends.list_of_moto_modules
+    monkeypatch.setattr(backends, "list_of_moto_modules", lambda: lookups.append(1) or real())
+    server = S3Server().start()
+    try:
+        s3 = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id="bench",
+                          aws_secret_access_key="bench", region_name="us-east-1")
+        s3.create_bucket(Bucket="lookup-count")
+        s3.put_object(Bucket="lookup-count", Key="k", Body=b"v")
+        assert s3.get_object(Bucket="lookup-count", Key="k")["Body"].read() == b"v"
+        assert lookups == []
+        s3.delete_object(Bucket="lookup-count", Key="k")
+        s3.delete_bucket(Bucket="lookup-count")
+    finally:
+        server.stop()
