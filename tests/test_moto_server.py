@@ -1,9 +1,8 @@
 """bench/moto_server.py, the S3 endpoint of the tests and the benchmarks: every S3 request goes straight to moto's S3
-app, moto's own API (``/moto-api``) still to moto's dispatcher, and conditional writes stay atomic."""
+app, moto's own API (``/moto-api``) still to moto's dispatcher. That its conditional writes stay atomic is
+tests/test_delta_commit.py::test_racing_writers_exactly_one_wins (on the ``s3`` root, through this server)."""
 
 from __future__ import annotations
-
-import threading
 
 import boto3
 import httpx
@@ -40,29 +39,6 @@ def test_s3_operations_and_moto_api(moto):
     assert s3.list_objects_v2(Bucket=moto.BUCKET, Prefix="t/part-").get("KeyCount") == 0
     assert httpx.post(f"{moto.endpoint}/moto-api/reset").status_code == 200
     assert s3.list_buckets()["Buckets"] == []
-
-
-def test_racing_put_if_absent_has_one_winner(moto):
-    s3 = _client(moto)
-    for round_ in range(20):
-        key = f"race/{round_:05d}.json"
-        outcomes: list[str] = []
-
-        def put(body: bytes) -> None:
-            try:
-                s3.put_object(Bucket=moto.BUCKET, Key=key, Body=body, IfNoneMatch="*")
-                outcomes.append(body.decode())
-            except ClientError as e:
-                outcomes.append(e.response["Error"]["Code"])
-
-        threads = [threading.Thread(target=put, args=(f"writer-{i}".encode(),)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        winners = [o for o in outcomes if o.startswith("writer-")]
-        assert len(winners) == 1 and outcomes.count("PreconditionFailed") == 5, outcomes
-        assert s3.get_object(Bucket=moto.BUCKET, Key=key)["Body"].read().decode() == winners[0]
 
 
 def test_s3_requests_skip_motos_service_lookup(monkeypatch):

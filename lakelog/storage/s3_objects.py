@@ -70,8 +70,9 @@ def s3_client(options: tuple[tuple[str, str], ...]):
         "s3", endpoint_url=opts.get("aws_endpoint_url"), region_name=opts.get("aws_region"),
         aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
         aws_session_token=opts.get("aws_session_token"), config=config)
-    # botocore asks the store for "100 Continue" before it sends any PutObject body. The bodies here (commits,
-    # checkpoints, small objects) gain nothing from being held back: the wait is one more round trip, and a
+    # botocore asks the store for "100 Continue" before it sends any PutObject body, so that a body the store
+    # would refuse is not sent. Every PUT through this client (segments, commits, checkpoints, member records)
+    # is one the store takes, but for a conditional commit of a few KB: the wait is one more round trip, and a
     # commit's is on the topic's serial commit path (1.2 ms of each commit under the S3 Standard profile with
     # two fronts, traced by hand: docs/storage.md)
     client.meta.events.unregister("before-call.s3", add_expect_header)
