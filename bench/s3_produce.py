@@ -192,8 +192,8 @@ def run(ctx: BenchContext) -> BenchResult:
             f"first, then each record's latency as librdkafka measures it, produce() to acknowledgement); the rate column is what the paced run reached.\n\n" + md_table(header, rows)
             + "\n\nWhere a group commit's time goes in the half-rate runs: the mean ms per group commit in each stage "
               "of the front's `lakelog_produce_stage_seconds` (docs/http.md): queue (its oldest request waiting to "
-              "be taken: linger.ms, or the group ahead while it uploads), upload (its segments, one PUT per "
-              "partition in parallel), commit wait (the commit ahead of it) and commit (its commit PUT); a "
+              "be taken: linger.ms, or a group ahead uploading one of its partitions), upload (its segments, one "
+              "PUT per partition in parallel), commit wait (the commit ahead of it) and commit (its commit PUT); a "
               "request's latency adds its own parsing and answer. The local root commits a group in one step "
               "(queue only).\n\n"
             + md_table(["root", "body", *(f"{s.replace('_', ' ')} ms" for s in own_stages), "sum ms"],

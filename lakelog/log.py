@@ -263,11 +263,13 @@ class Log:
         finally:
             lock.release()
 
-    def append_pipelined(self, topic: str, batches: list[PartitionBatch]) -> "Future[list[AppendResult | KafkaError]]":
+    def append_pipelined(self, topic: str, batches: list[PartitionBatch]
+                         ) -> "tuple[Future[list[AppendResult | KafkaError]], list[Future]]":
         """:meth:`append_batches`, pipelined on object stores: returns once ``batches`` are planned on top of the
-        groups staged before them and their segments are uploaded, while commits before them may still be in
-        flight; the future resolves when their commit has landed (or failed), in commit order. Elsewhere (local
-        roots, transactions, anything unusual) it is :meth:`append_batches` with a resolved future."""
+        groups staged before them and their segments' uploads have started, while the groups before them may
+        still be uploading or committing: (a future that resolves when their commit has landed, or failed, in
+        commit order; their uploads' futures). Elsewhere (local roots, transactions, anything unusual) it is
+        :meth:`append_batches`, with a resolved future and no uploads."""
         lock, _ = self._committer(topic)
         with lock:
             committer = self._open_committer(topic, lock)
@@ -275,12 +277,8 @@ class Log:
             if staged is None:
                 done: Future = Future()
                 done.set_result(self._append_locked(topic, lock, batches))
-                return done
-        # Without the lock (the pipeline moves on under it): the next group gathers while this one uploads, so
-        # groups -- and the segments they write -- grow with the load, as they do while a plain commit runs.
-        for upload in staged.uploads:
-            upload.exception()
-        return staged.future
+                return done, []
+        return staged.future, list(staged.uploads)
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
                            num_partitions: int | None = None, *, explicit: list | None = None,

@@ -36,7 +36,7 @@ def append(request):
     uploaded, then its PUT once those have landed)."""
     if request.param == "plain":
         return lambda log, topic, batches: log.append_batches(topic, batches)
-    return lambda log, topic, batches: log.append_pipelined(topic, batches).result(timeout=60)
+    return lambda log, topic, batches: log.append_pipelined(topic, batches)[0].result(timeout=60)
 
 
 @pytest.fixture
@@ -271,10 +271,10 @@ def test_pipelined_groups_upload_while_the_commits_before_them_are_in_flight(pro
     log, acks = seeded(root)
     producer = log.init_producer()
     stall = proxy.stall(commit_put, 60.0, then="forward")
-    first = log.append_pipelined("t", batch(1, producer, 0))
+    first = log.append_pipelined("t", batch(1, producer, 0))[0]
     wait_for(lambda: stall.hits, "the first commit's PUT")
     proxy.log.clear()
-    later = [log.append_pipelined("t", batch(i, producer, 3 * (i - 1))) for i in (2, 3)]
+    later = [log.append_pipelined("t", batch(i, producer, 3 * (i - 1)))[0] for i in (2, 3)]
     wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 2, "the later groups' segment uploads")
     assert not any(commit_put(m, t) for m, t, _ in proxy.log)  # their PUTs wait for the held commit
     assert not first.done() and not any(f.done() for f in later)
@@ -348,10 +348,10 @@ def test_groups_planned_on_a_commit_that_fails_are_appended_again_from_scratch(p
     root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
     log, acks = seeded(root)
     stall = proxy.stall(commit_put, 60.0, then=then)
-    first = log.append_pipelined("t", batch(1))
+    first = log.append_pipelined("t", batch(1))[0]
     wait_for(lambda: stall.hits, "the first commit's PUT")
     proxy.log.clear()
-    later = [log.append_pipelined("t", batch(i)) for i in (2, 3)]
+    later = [log.append_pipelined("t", batch(i))[0] for i in (2, 3)]
     wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 2, "the later groups' segment uploads")
     stall.release.set()
     r1 = first.result(timeout=60)[0]
@@ -362,7 +362,7 @@ def test_groups_planned_on_a_commit_that_fails_are_appended_again_from_scratch(p
     assert (r2.base_offset, r3.base_offset) == (2, 5)
     assert high_watermark(root) == 8
     check_log(root, "t", acks + [ack_of(r2, 2), ack_of(r3, 3)])
-    retry = log.append_pipelined("t", batch(1)).result(timeout=60)[0]
+    retry = log.append_pipelined("t", batch(1))[0].result(timeout=60)[0]
     assert retry.base_offset == 8 and not retry.duplicate
     assert len(check_log(root, "t", acks + [ack_of(r2, 2), ack_of(r3, 3), ack_of(retry, 1)])[0]) == 11
     # the failed commit's segment stays (its PUT might still land); the replayed groups' first ones are gone
@@ -380,10 +380,10 @@ def test_pipelined_commit_that_loses_its_version_to_another_writer(proxy, other_
     root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
     log, acks = seeded(root)
     stall = proxy.stall(commit_put, 60.0, then="forward")
-    first = log.append_pipelined("t", batch(1))
+    first = log.append_pipelined("t", batch(1))[0]
     wait_for(lambda: stall.hits, "the first commit's PUT")
     proxy.log.clear()
-    later = log.append_pipelined("t", batch(2))
+    later = log.append_pipelined("t", batch(2))[0]
     wait_for(lambda: sum(segment_put(m, t) for m, t, _ in proxy.log) == 1, "the later group's segment upload")
     values = tuple(value_of(2, 0, 0, j) for j in range(3))
     other = Log(root).append("t", [{"value": v} for v in values], partition=other_partition)[0]
@@ -471,3 +471,46 @@ def test_a_sequential_consumer_on_s3_reads_each_segment_once_ahead_and_in_order(
 
     table, _ = fetcher.take(tp, 6, 10**6)  # a seek back
     assert table.column("offset").to_pylist()[:3] == [6, 7, 8]
+
+
+@pytest.mark.parametrize("then", ["forward", "drop"], ids=["lands", "upload-fails"])
+def test_accumulator_uploads_a_group_of_other_partitions_while_one_partition_uploads(proxy, then):
+    """Through the accumulator on S3, a partition has one group uploading at a time: while partition 0's segment
+    PUT is held, a group for partition 1 uploads at once, and the appends for partition 0 that come meanwhile
+    wait and go out together, in one segment, once it is done. Commits stay in order: partition 1's waits for
+    partition 0's. If the held upload fails, its append gets a retriable error and the groups behind it land,
+    re-planned on what did; every acknowledged batch is in the log once, in order."""
+    root = faulty_root(proxy, max_retries=0)
+    root = StorageRoot.resolve(root.uri, {**dict(root.options), "timeout": "20s"})
+    log, acks = seeded(root)
+    acc = log.accumulator(linger_ms=1)
+    try:
+        proxy.log.clear()
+        stall = proxy.stall(lambda m, t: segment_put(m, t) and "/partition=0/" in t, 60.0, then=then)
+        first = acc.append("t", batch(1))
+        wait_for(lambda: stall.hits, "partition 0's segment upload")
+        ones = tuple(value_of(1, 9, 0, j) for j in range(3))
+        other = acc.append("t", [PartitionBatch(1, normalize_records([{"value": v} for v in ones]))])
+        wait_for(lambda: any(segment_put(m, t) and "/partition=1/" in t for m, t, _ in proxy.log),
+                 "partition 1's segment upload, while partition 0's is held")
+        behind = [acc.append("t", batch(i)) for i in (2, 3)]
+        time.sleep(0.3)  # time enough for partition 0's next group to upload, were it not waiting
+        assert sum(segment_put(m, t) and "/partition=0/" in t for m, t, _ in proxy.log) == 1
+        assert not any(commit_put(m, t) for m, t, _ in proxy.log)  # partition 1's commit waits for partition 0's
+        assert not first.done() and not other.done() and not any(f.done() for f in behind)
+        stall.release.set()
+        r1, r_other = first.result(60)[0], other.result(60)[0]
+        r2, r3 = (f.result(60)[0] for f in behind)
+    finally:
+        acc.close()
+    assert sum(segment_put(m, t) and "/partition=0/" in t for m, t, _ in proxy.log) == 2  # the two waiting, as one
+    assert not isinstance(r_other, KafkaError) and r_other.base_offset == 0, r_other
+    landed = [Ack(1, 0, ones)]
+    if then == "forward":
+        assert [r.base_offset for r in (r1, r2, r3)] == [2, 5, 8], (r1, r2, r3)
+        landed.append(ack_of(r1, 1))
+    else:
+        assert isinstance(r1, KafkaError) and r1.retriable, r1
+        assert [r.base_offset for r in (r2, r3)] == [2, 5], (r2, r3)
+    records = check_log(root, "t", acks + landed + [ack_of(r2, 2), ack_of(r3, 3)])
+    assert len(records[0]) == (11 if then == "forward" else 8) and len(records[1]) == 3

@@ -14,10 +14,13 @@ When ``buffer.memory`` bytes are pending, :meth:`append` fails fast with the
 retriable ``THROTTLING_QUOTA_EXCEEDED`` instead of blocking or dropping data.
 
 With ``append_pipelined`` (:meth:`lakelog.log.Log.append_pipelined`, which
-object stores use), the sender hands a group over once its segments are
-uploaded and the group before it has landed, and takes the next group while
-that group's commit PUT is in flight; its appends resolve when the PUT is
-concluded, in commit order.
+object stores use), the sender hands a group over and moves on while its
+segments upload and its commit PUT is in flight; its appends resolve when the
+PUT is concluded, in commit order.  A partition has at most one group
+uploading: a group that touches a partition still uploading waits until that
+upload is done (and meanwhile keeps gathering), so a partition's segments
+grow with the load as they did when the sender waited for every upload, while
+groups over other partitions upload at once instead of queueing behind it.
 
 Thread-safe: :meth:`append` may be called from any thread and returns a
 ``concurrent.futures.Future``; one sender thread per topic does all blocking
@@ -42,8 +45,9 @@ log = logging.getLogger(__name__)
 # One Delta commit of a topic's batches, one result per batch (``Log.append_batches``). The accumulator takes the
 # function rather than the Log so that the writer package does not import the facade that builds on it.
 AppendBatches = Callable[[str, list[PartitionBatch]], "list[AppendResult | KafkaError]"]
-# The same, returning once the commit is under way: a future of its results (``Log.append_pipelined``).
-AppendPipelined = Callable[[str, list[PartitionBatch]], "Future[list[AppendResult | KafkaError]]"]
+# The same, returning once the segments' uploads are under way: (a future of its results, the uploads' futures)
+# (``Log.append_pipelined``).
+AppendPipelined = Callable[[str, list[PartitionBatch]], "tuple[Future[list[AppendResult | KafkaError]], list[Future]]"]
 
 DEFAULT_LINGER_MS = 5
 DEFAULT_BATCH_SIZE = 1 << 20
@@ -57,6 +61,8 @@ class _TopicQueue:
     def __init__(self, lock: threading.Lock) -> None:
         self.items: deque[tuple[list[PartitionBatch], Future, float, int]] = deque()
         self.bytes = 0
+        self.pending: dict[int, int] = {}  # partition -> items queued for it
+        self.uploading: dict[int, int] = {}  # partition -> groups of it uploading (0 or 1)
         self.thread: threading.Thread | None = None
         self.ready = threading.Condition(lock)  # this topic's sender waits here, and only it
 
@@ -77,7 +83,7 @@ class RecordAccumulator:
         self.buffer_memory = buffer_memory
         self.on_commit = on_commit  # (topic, records, bytes, seconds) after each commit, for metrics
         # (topic, {"queue": seconds}) as each group is taken: how long its oldest append waited for it (linger.ms,
-        # or the group ahead while it uploads or commits), for metrics
+        # or a group ahead uploading one of its partitions), for metrics
         self.on_stages = on_stages
         # One lock; a condition per topic for its sender and one for flush(), so an append wakes only its own
         # topic's sender -- and only when that sender must act now -- instead of every thread in the process.
@@ -109,6 +115,8 @@ class RecordAccumulator:
             was_empty = not q.items
             q.items.append((batches, fut, time.monotonic(), size))
             q.bytes += size
+            for b in batches:
+                q.pending[b.partition] = q.pending.get(b.partition, 0) + 1
             self._buffered += size
             if q.thread is None:
                 q.thread = threading.Thread(target=self._run, args=(topic, q), name=f"lakelog-sender-{topic}",
@@ -121,6 +129,9 @@ class RecordAccumulator:
     def _take(self, q: _TopicQueue) -> list | None:
         with self._lock:
             while True:
+                if q.items and q.uploading and not q.uploading.keys().isdisjoint(q.pending):
+                    q.ready.wait()  # an upload's end notifies; what comes meanwhile joins this group
+                    continue
                 if q.items:
                     age = time.monotonic() - q.items[0][2]
                     if q.bytes >= self.batch_size or age >= self.linger_s or self._closed:
@@ -129,6 +140,10 @@ class RecordAccumulator:
                             item = q.items.popleft()
                             taken.append(item)
                             taken_bytes += item[3]
+                            for b in item[0]:
+                                q.pending[b.partition] -= 1
+                                if not q.pending[b.partition]:
+                                    del q.pending[b.partition]
                         q.bytes -= taken_bytes
                         return taken
                     q.ready.wait(self.linger_s - age)
@@ -154,7 +169,8 @@ class RecordAccumulator:
                     log.warning("reporting the queue time of %s failed: %s", topic, e)
             try:
                 if self.append_pipelined is not None:
-                    outcome = self.append_pipelined(topic, flat)
+                    outcome, uploads = self.append_pipelined(topic, flat)
+                    self._track_uploads(q, {b.partition for b in flat}, uploads)
                 else:
                     outcome = Future()
                     outcome.set_result(self.append_batches(topic, flat))
@@ -166,6 +182,29 @@ class RecordAccumulator:
                 outcome.set_result([KafkaStorageError(f"append to {topic} failed: {e}")] * len(flat))
             outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
             last = outcome
+
+    def _track_uploads(self, q: _TopicQueue, partitions: set[int], uploads: list[Future]) -> None:
+        """Mark ``partitions`` uploading until every one of ``uploads`` is done, then wake the sender."""
+        if not uploads:
+            return
+        left = [len(uploads)]
+
+        def done(_: Future) -> None:
+            with self._lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+                for p in partitions:
+                    q.uploading[p] -= 1
+                    if not q.uploading[p]:
+                        del q.uploading[p]
+                q.ready.notify()
+
+        with self._lock:
+            for p in partitions:
+                q.uploading[p] = q.uploading.get(p, 0) + 1
+        for upload in uploads:
+            upload.add_done_callback(done)
 
     def _deliver(self, topic: str, taken: list, started: float, count: int, outcome: Future) -> None:
         """Resolve a group's appends with its commit's results (on whichever thread concluded the commit)."""
