@@ -278,7 +278,7 @@ class Log:
                 done: Future = Future()
                 done.set_result(self._append_locked(topic, lock, batches))
                 return done, []
-        return staged.future, list(staged.uploads)
+        return staged.future, staged.uploads
 
     def split_by_partition(self, topic: str, records, partition: int | None = None,
                            num_partitions: int | None = None, *, explicit: list | None = None,

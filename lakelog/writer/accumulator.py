@@ -61,8 +61,10 @@ class _TopicQueue:
     def __init__(self, lock: threading.Lock) -> None:
         self.items: deque[tuple[list[PartitionBatch], Future, float, int]] = deque()
         self.bytes = 0
-        self.pending: dict[int, int] = {}  # partition -> items queued for it
-        self.uploading: dict[int, int] = {}  # partition -> groups of it uploading (0 or 1)
+        # partition -> items queued for it: kept as items come and go, so the sender's check on every wake-up
+        # does not walk the queue (hundreds of items under load)
+        self.pending: dict[int, int] = {}
+        self.uploading: set[int] = set()  # partitions with a group uploading (never more than one: _take)
         self.thread: threading.Thread | None = None
         self.ready = threading.Condition(lock)  # this topic's sender waits here, and only it
 
@@ -129,7 +131,7 @@ class RecordAccumulator:
     def _take(self, q: _TopicQueue) -> list | None:
         with self._lock:
             while True:
-                if q.items and q.uploading and not q.uploading.keys().isdisjoint(q.pending):
+                if q.items and not q.uploading.isdisjoint(q.pending):
                     q.ready.wait()  # an upload's end notifies; what comes meanwhile joins this group
                     continue
                 if q.items:
@@ -187,22 +189,19 @@ class RecordAccumulator:
         """Mark ``partitions`` uploading until every one of ``uploads`` is done, then wake the sender."""
         if not uploads:
             return
+        # Counted rather than all(done()): only the last callback clears, so a late one cannot clear the mark of
+        # the next group of these partitions
         left = [len(uploads)]
 
         def done(_: Future) -> None:
             with self._lock:
                 left[0] -= 1
-                if left[0]:
-                    return
-                for p in partitions:
-                    q.uploading[p] -= 1
-                    if not q.uploading[p]:
-                        del q.uploading[p]
-                q.ready.notify()
+                if not left[0]:
+                    q.uploading -= partitions
+                    q.ready.notify()
 
         with self._lock:
-            for p in partitions:
-                q.uploading[p] = q.uploading.get(p, 0) + 1
+            q.uploading |= partitions
         for upload in uploads:
             upload.add_done_callback(done)
 
