@@ -71,9 +71,9 @@ def s3_client(options: tuple[tuple[str, str], ...]):
         aws_access_key_id=opts.get("aws_access_key_id"), aws_secret_access_key=opts.get("aws_secret_access_key"),
         aws_session_token=opts.get("aws_session_token"), config=config)
     # botocore asks the store for "100 Continue" before it sends any PutObject body, so that a body the store
-    # would refuse is not sent. Every PUT through this client (segments, commits, checkpoints, member records)
-    # is one the store takes, but for a conditional commit of a few KB: the wait is one more round trip, and a
-    # commit's is on the topic's serial commit path (1.2 ms of each commit under the S3 Standard profile with
-    # two fronts, traced by hand: docs/storage.md)
+    # would refuse is not sent. The store takes every PUT through this client (segments, commits, checkpoints,
+    # member records) but a conditional commit that lost its version, a body of a few KB: the wait gains nothing
+    # and costs one more round trip, a commit's on the topic's serial commit path (1.2 ms of each commit under
+    # the S3 Standard profile with two fronts, traced by hand: docs/storage.md)
     client.meta.events.unregister("before-call.s3", add_expect_header)
     return client
