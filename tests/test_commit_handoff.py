@@ -1,5 +1,7 @@
 """The handoff codec (lakelog/writer/commit_handoff.py): a well-formed handoff decodes; every way one can be
-wrong -- shape, bounds, paths, stats, offsets, leases, producer rows -- is INVALID_REQUEST, table-driven."""
+wrong -- shape, bounds, paths, stats, offsets, leases, producer rows -- is INVALID_REQUEST, table-driven; and
+random changes to a good handoff (hypothesis) either decode to one that holds the codec's invariants or are
+INVALID_REQUEST, never another error."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelog.errors import InvalidRequest
 from lakelog.writer.commit_handoff import MAX_HANDOFF_BYTES, carries, decode_handoff
@@ -64,7 +68,7 @@ CASES = [
         {"numRecords": 9, "minValues": {"offset": 10}, "maxValues": {"offset": 14}})), "stats"),
     ("stats too long", _set(["adds", 0, "stats"], " " * 20000), "stats over"),
     ("txn not ours", _set(["txns", "lakelog.lso.0"], 1), "not a log end"),
-    ("negative txn", _set(["txns", "lakelog.leo.0"], -1), "not a log end"),
+    ("negative txn", _set(["txns", "lakelog.leo.0"], -1), "malformed"),
     ("expect differs from txns", _drop("expect"), "malformed"),
     ("log end of a partition not appended", _set(["txns", "lakelog.leo.5"], 1), "partitions appended to"),
     ("gap between segments", _set(["adds", 1], add(0, 16, 4)), "not contiguous"),
@@ -74,6 +78,20 @@ CASES = [
     ("producer row too short", _set(["producer_rows", 0], [0, 5, 0]), "producer rows"),
     ("producer row of another partition", _set(["producer_rows", 0], [7, 5, 0, 0, 4, 10, 14, 1]), "producer rows"),
     ("producer row outside the offsets", _set(["producer_rows", 0], [0, 5, 0, 0, 4, 20, 24, 1]), "lie in"),
+    # numbers a Delta reader could not parse (its longs) or Kafka could not carry (epochs, sequences)
+    ("size over a long", _set(["adds", 0, "size"], 2**63), "malformed"),
+    ("size zero", _set(["adds", 0, "size"], 0), "malformed"),
+    ("modification time negative", _set(["adds", 0, "modificationTime"], -1), "malformed"),
+    ("known version over a long", _set(["known_version"], 2**64), "malformed"),
+    ("known version below -1", _set(["known_version"], -2), "malformed"),
+    ("log end over a long", _set(["txns", "lakelog.leo.0"], 2**63), "malformed"),
+    ("expected log end over a long", _set(["expect", "lakelog.leo.0"], 2**70), "malformed"),
+    ("segments past a long", lambda d: (d["adds"].__setitem__(1, add(0, 15, 2**63)),
+                                        d["txns"].__setitem__("lakelog.leo.0", 2**63 + 14)), "malformed"),
+    ("producer row number over a long", _set(["producer_rows", 0, 7], 2**63), "malformed"),
+    ("producer id negative", _set(["producer_rows", 0], [0, -5, 0, 0, 4, 10, 14, 1]), "Kafka's ranges"),
+    ("epoch over int16", _set(["producer_rows", 0], [0, 5, 2**15, 0, 4, 10, 14, 1]), "Kafka's ranges"),
+    ("sequence over int32", _set(["producer_rows", 0], [0, 5, 0, 0, 2**31, 10, 14, 1]), "Kafka's ranges"),
 ]
 
 
@@ -111,3 +129,55 @@ def test_an_oversized_handoff_is_refused_before_it_is_parsed():
 ])
 def test_which_commits_can_be_handed_over(txns, carried):
     assert carries(txns) is carried
+
+
+# most fields are numbers: out of range for a long, an int32 or an int16, negative, or just another number
+_NUMBERS = st.integers(-(2**70), 2**70) | st.sampled_from([0, -1, 1, -2, 2**15, 2**31, 2**63 - 1, 2**63, 2**64])
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | _NUMBERS | st.floats(allow_nan=False) | st.text(max_size=40)
+    | st.sampled_from(["lakelog.leo.0", "lakelog.lease.0", "partition=0/00000000000000000010-x.parquet", "{}"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=8)
+
+
+def _paths(value, prefix=()):
+    """Every place in a JSON document: (path of keys and indices) for each dict entry and list item."""
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, prefix + (i,))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "set", "drop", "key"]),
+                          st.one_of(_NUMBERS, _NUMBERS, _JSON_VALUES)), min_size=1, max_size=4))
+def test_random_changes_to_a_handoff_decode_or_are_invalid_request(changes):
+    h = copy.deepcopy(good())
+    for pick, how, value in changes:
+        places = [p for p in _paths(h) if p]
+        path = places[pick % len(places)]
+        parent = h
+        for key in path[:-1]:
+            parent = parent[key]
+        if how == "set":
+            parent[path[-1]] = value
+        elif how == "drop":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):  # a key renamed: the value kept under a new name
+            parent[str(value)[:20]] = parent.pop(path[-1])
+    try:
+        decoded = decode_handoff(json.dumps(h).encode())
+    except InvalidRequest as e:
+        assert e.code == 42 and e.message
+        return
+    # accepted: what goes into a commit file fits its longs, and each partition's segments end at its log end
+    assert 1 <= len(decoded.adds) and all(1 <= a.size < 2**63 and 0 <= a.modificationTime < 2**63
+                                          for a in decoded.adds)
+    assert all(0 <= v < 2**63 for v in decoded.txns.values())
+    assert all(-(2**63) <= n < 2**63 for row in decoded.producer_rows for n in row)
+    for a in decoded.adds:
+        p = int(a.path.split("/")[0].split("=")[1])
+        assert decoded.txns[f"lakelog.leo.{p}"] > json.loads(a.stats)["maxValues"]["offset"]

@@ -21,13 +21,16 @@ Wire format (JSON): :class:`Handoff` in, :class:`HandoffAnswer` out.  Every fiel
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import msgspec
 
 from lakelog.errors import InvalidRequest, KafkaError
 from lakelog.storage.partition_lease import LEASE_APP, lease_app
+from lakelog.storage.producer_state import INT32_MAX
 from lakelog.storage.record_schema import PARTITION_COLUMN
 from lakelog.storage.segment_index import SEGMENT_NAME
+from lakelog.storage.topic_config import LONG_MAX
 from lakelog.storage.topic_snapshot import LEO_APP, leo_app, segment_from_add
 
 MAX_HANDOFF_BYTES = 8 * 1024 * 1024
@@ -35,8 +38,13 @@ MAX_ADDS = 4096  # segments in one handoff (a group has at most one per partitio
 MAX_STATS_CHARS = 16 * 1024
 MAX_PRODUCER_ROWS = 65536
 PRODUCER_ROW_FIELDS = 8  # storage/producer_state.py BatchMetadata.to_row()
+INT16_MAX = 2**15 - 1  # a producer epoch
 _COMMIT_ID = re.compile(r"[0-9a-f]{32}")
 _APP = re.compile(f"({re.escape(LEO_APP)}|{re.escape(LEASE_APP)})(\\d{{1,9}})")  # a partition's log end or lease
+# Whatever lands in a commit file must fit the Delta protocol's longs (msgspec decodes integers of any size), or no
+# reader could parse the table again.
+Long = Annotated[int, msgspec.Meta(ge=-(2**63), le=LONG_MAX)]
+NonNegativeLong = Annotated[int, msgspec.Meta(ge=0, le=LONG_MAX)]
 
 
 class HandoffRejected(KafkaError):
@@ -53,8 +61,8 @@ class AddAction(msgspec.Struct, forbid_unknown_fields=True):
 
     path: str
     partitionValues: dict[str, str]
-    size: int
-    modificationTime: int
+    size: Annotated[int, msgspec.Meta(ge=1, le=LONG_MAX)]
+    modificationTime: NonNegativeLong
     dataChange: bool
     stats: str
 
@@ -62,11 +70,12 @@ class AddAction(msgspec.Struct, forbid_unknown_fields=True):
 class Handoff(msgspec.Struct, forbid_unknown_fields=True):
     topic_id: str | None  # the incarnation the sender appends to
     commit_id: str
-    known_version: int  # the sender's snapshot: the answer carries the commits after it
+    # the sender's snapshot: the answer carries the commits after it
+    known_version: Annotated[int, msgspec.Meta(ge=-1, le=LONG_MAX)]
     adds: list[AddAction]
-    txns: dict[str, int]
-    expect: dict[str, int | None]  # each app id's value in the sender's snapshot
-    producer_rows: list[list[int]]
+    txns: dict[str, NonNegativeLong]
+    expect: dict[str, NonNegativeLong | None]  # each app id's value in the sender's snapshot
+    producer_rows: list[list[Long]]  # BatchMetadata.to_row()
 
 
 class HandoffAnswer(msgspec.Struct):
@@ -91,7 +100,8 @@ def decode_answer(data: bytes) -> HandoffAnswer:
 def decode_handoff(data: bytes) -> Handoff:
     """Parse and check a handoff; ``INVALID_REQUEST`` naming the first thing wrong.
 
-    Checked: the shapes and bounds; every add is a segment of this layout whose stats parse; per partition the
+    Checked: the shapes and bounds (every number a Delta long; a producer row's epoch an int16, its sequences
+    int32s); every add is a segment of this layout whose stats parse; per partition the
     segments are contiguous from ``expect[lakelog.leo.<P>]`` to ``txns[lakelog.leo.<P>]``; a lease is set to
     the value expected (a handoff never moves a lease); producer rows lie in the offsets appended.
     """
@@ -105,8 +115,6 @@ def decode_handoff(data: bytes) -> Handoff:
         raise InvalidRequest("commit_id must be 32 lower-case hex digits")
     if h.topic_id is not None and len(h.topic_id) > 64:
         raise InvalidRequest("topic_id is too long")
-    if h.known_version < -1:
-        raise InvalidRequest("known_version must be >= -1")
     if not 1 <= len(h.adds) <= MAX_ADDS:
         raise InvalidRequest(f"a handoff carries 1 to {MAX_ADDS} segments")
     if len(h.producer_rows) > MAX_PRODUCER_ROWS:
@@ -117,8 +125,8 @@ def decode_handoff(data: bytes) -> Handoff:
         if m is None:
             raise InvalidRequest(f"add path {add.path[:200]!r} is not a segment of this layout")
         p = int(m.group(1))
-        if add.partitionValues != {PARTITION_COLUMN: str(p)} or add.size < 1 or not add.dataChange:
-            raise InvalidRequest(f"add {add.path} has bad partition values, size or dataChange")
+        if add.partitionValues != {PARTITION_COLUMN: str(p)} or not add.dataChange:
+            raise InvalidRequest(f"add {add.path} has bad partition values or dataChange")
         if len(add.stats) > MAX_STATS_CHARS:
             raise InvalidRequest(f"add {add.path} has stats over {MAX_STATS_CHARS} characters")
         try:
@@ -132,7 +140,7 @@ def decode_handoff(data: bytes) -> Handoff:
     apps: dict[str, set[int]] = {LEO_APP: set(), LEASE_APP: set()}
     for app, value in h.txns.items():
         m = _APP.fullmatch(app)
-        if m is None or value < 0:
+        if m is None:
             raise InvalidRequest(f"txn {app[:100]!r} is not a log end or lease of a partition")
         apps[m.group(1)].add(int(m.group(2)))
     if h.expect.keys() != h.txns.keys():
@@ -153,7 +161,10 @@ def decode_handoff(data: bytes) -> Handoff:
     for row in h.producer_rows:
         if len(row) != PRODUCER_ROW_FIELDS or row[0] not in spans:
             raise InvalidRequest("producer rows must describe batches of the partitions appended to")
-        first, last = row[5], row[6]
+        _, producer_id, epoch, first_seq, last_seq, first, last, _ = row
+        kafka_ranges = 0 <= epoch <= INT16_MAX and 0 <= first_seq <= INT32_MAX and 0 <= last_seq <= INT32_MAX
+        if producer_id < 0 or not kafka_ranges:
+            raise InvalidRequest("producer rows must carry a producer id, an epoch and sequences in Kafka's ranges")
         if not (h.expect[leo_app(row[0])] or 0) <= first <= last < h.txns[leo_app(row[0])]:
             raise InvalidRequest("producer rows must lie in the offsets appended")
     return h
