@@ -14,9 +14,11 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+import msgspec
 import pyarrow.fs as pafs
 
 from lakelog.storage.delta_log import read_object
+from lakelog.storage.partition_lease import MAX_NODE_ID
 from lakelog.storage.s3_objects import put_object
 from lakelog.storage.storage_root import StorageRoot
 
@@ -69,9 +71,11 @@ class Membership:
                 continue
             data = read_object(self.root, info.path)
             try:
-                front = FrontInfo(**json.loads(data)) if data else None
-            except (TypeError, ValueError):
+                front = msgspec.json.decode(data, type=FrontInfo) if data else None
+            except msgspec.DecodeError:  # fields checked by type: a wrong one would fail the comparisons below
                 continue  # not a heartbeat we wrote: ignored
-            if front is not None and now - front.heartbeat_ms <= self.session_timeout_ms:
+            if front is None or info.base_name != f"{front.node_id}.json" or not 0 <= front.node_id <= MAX_NODE_ID:
+                continue  # one file per front, named for its node id: another's name would count it twice
+            if now - front.heartbeat_ms <= self.session_timeout_ms:
                 out.append(front)
         return sorted(out, key=lambda f: f.node_id)

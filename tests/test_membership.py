@@ -1,0 +1,60 @@
+"""Which fronts are alive (lakelog/cluster/membership.py): heartbeat objects that are not a front's own --
+malformed, mistyped, out of range, under another front's name -- are ignored, and the live fronts are still
+seen; table-driven, on a local root."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from lakelog.cluster.membership import FRONTS_DIR, FrontInfo, Membership
+from lakelog.storage.storage_root import StorageRoot
+
+SESSION_MS = 60_000
+
+
+def beat(node_id, **changes) -> bytes:
+    record = {"node_id": node_id, "http_url": f"http://127.0.0.1:{node_id}", "kafka_host": "127.0.0.1",
+              "kafka_port": 9092, "heartbeat_ms": int(time.time() * 1000)}
+    return json.dumps(record | changes).encode()
+
+
+CASES = [
+    ("not JSON", "7.json", b"{\"node_id\": 7,"),
+    ("a list", "7.json", b"[7, \"http://x\"]"),
+    ("empty", "7.json", b""),
+    ("node id a string", "7.json", beat("7")),
+    ("heartbeat a string", "7.json", beat(7, heartbeat_ms="now")),
+    ("heartbeat a float", "7.json", beat(7, heartbeat_ms=time.time() * 1000)),
+    ("port a string", "7.json", beat(7, kafka_port="9092")),
+    ("no address", "7.json", json.dumps({"node_id": 7, "heartbeat_ms": int(time.time() * 1000)}).encode()),
+    ("another front's node id", "7.json", beat(1)),
+    ("node id out of range", "70000.json", beat(70000)),
+    ("negative node id", "-1.json", beat(-1)),
+    ("too old", "7.json", beat(7, heartbeat_ms=int(time.time() * 1000) - 2 * SESSION_MS)),
+]
+
+
+@pytest.mark.parametrize("name, data", [(n, d) for _, n, d in CASES], ids=[c[0] for c in CASES])
+def test_a_heartbeat_that_is_not_a_fronts_own_is_ignored(tmp_path, name, data):
+    root = StorageRoot.resolve(str(tmp_path))
+    me, other = (Membership(root, FrontInfo(n, f"http://127.0.0.1:{n}"), SESSION_MS) for n in (1, 2))
+    me.heartbeat()
+    other.heartbeat()
+    with open(os.path.join(root.path_for(FRONTS_DIR), name), "wb") as f:
+        f.write(data)
+    assert [f.node_id for f in me.live()] == [1, 2]
+
+
+def test_a_well_formed_heartbeat_counts(tmp_path):
+    root = StorageRoot.resolve(str(tmp_path))
+    me = Membership(root, FrontInfo(1, "http://127.0.0.1:1"), SESSION_MS)
+    me.heartbeat()
+    with open(os.path.join(root.path_for(FRONTS_DIR), "7.json"), "wb") as f:
+        f.write(beat(7, extra_field_of_a_later_version=1))
+    live = me.live()
+    assert [f.node_id for f in live] == [1, 7]
+    assert live[1].http_url == "http://127.0.0.1:7" and live[1].kafka_port == 9092
