@@ -1,6 +1,7 @@
-"""Which fronts are alive (lakelog/cluster/membership.py): heartbeat objects that are not a front's own --
-malformed, mistyped, out of range, under another front's name -- are ignored, and the live fronts are still
-seen; table-driven, on a local root."""
+"""What fronts on one root read of each other, table-driven on a local root: heartbeat objects
+(lakelog/cluster/membership.py) that are not a front's own -- malformed, mistyped, out of range, under another
+front's name -- are ignored, and the live fronts are still seen; a cluster secret
+(lakelog/cluster/cluster_secret.py) that is not 64 hex digits is refused, not used."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from lakelog.cluster.cluster_secret import SECRET_PATH, cluster_secret
 from lakelog.cluster.membership import FRONTS_DIR, FrontInfo, Membership
 from lakelog.storage.storage_root import StorageRoot
 
@@ -58,3 +60,22 @@ def test_a_well_formed_heartbeat_counts(tmp_path):
     live = me.live()
     assert [f.node_id for f in live] == [1, 7]
     assert live[1].http_url == "http://127.0.0.1:7" and live[1].kafka_port == 9092
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"abc", b"0" * 63, b"0" * 65, b"g" * 64, b"A" * 64, b"\xff" * 64],
+                         ids=["empty", "newline", "short", "63 digits", "65 digits", "not hex", "upper case",
+                              "not UTF-8"])
+def test_a_cluster_secret_that_is_not_64_hex_digits_is_refused(tmp_path, data):
+    root = StorageRoot.resolve(str(tmp_path))
+    os.makedirs(os.path.dirname(root.path_for(SECRET_PATH)))
+    with open(root.path_for(SECRET_PATH), "wb") as f:
+        f.write(data)
+    with pytest.raises(ValueError, match="not 64 lower-case hex digits"):
+        cluster_secret(root)
+
+
+def test_the_cluster_secret_is_created_once(tmp_path):
+    root = StorageRoot.resolve(str(tmp_path))
+    first = cluster_secret(root)
+    assert len(first) == 64 and int(first, 16) >= 0
+    assert cluster_secret(root) == first

@@ -7,6 +7,7 @@ wins; the others read the winner's).
 
 from __future__ import annotations
 
+import re
 import secrets
 
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
@@ -15,10 +16,12 @@ from lakelog.storage.storage_root import StorageRoot
 
 SECRET_PATH = "_lakelog/cluster/secret"
 SECRET_HEADER = "X-Lakelog-Cluster-Secret"
+_SECRET = re.compile(rb"[0-9a-f]{64}\s*")
 
 
 def cluster_secret(root: StorageRoot) -> str:
-    """The root's cluster secret, created if there is none yet."""
+    """The root's cluster secret, created if there is none yet. ValueError for an object that is not 64 hex
+    digits: a short or empty secret would let anyone pass for a front."""
     data = read_object(root, root.path_for(SECRET_PATH))
     if data is None:
         try:
@@ -28,4 +31,7 @@ def cluster_secret(root: StorageRoot) -> str:
         data = read_object(root, root.path_for(SECRET_PATH))
     if data is None:
         raise OSError("the cluster secret could not be read back")
+    if not _SECRET.fullmatch(data):
+        raise ValueError(f"{SECRET_PATH} under the root is not 64 lower-case hex digits; stop every front of "
+                         f"the root and delete it to have a new one created")
     return data.decode().strip()
