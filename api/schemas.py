@@ -55,6 +55,10 @@ class PartitionResult(BaseModel):
     error_name: str | None = None
     message: str | None = None
     duplicate: bool = Field(description="an idempotent retry answered with the original batch's offsets")
+    leader_id: int | None = Field(None, description="NOT_LEADER_OR_FOLLOWER: the node id of the partition's leader "
+                                                    "(-1 if unknown)")
+    leader_url: str | None = Field(None, description="NOT_LEADER_OR_FOLLOWER: the leader's HTTP URL, to send the "
+                                                     "batch to (null if unknown)")
 
 
 class ProduceResponse(BaseModel):

@@ -242,16 +242,16 @@ class LeaderNotAvailable(KafkaError):
 
 class NotLeaderOrFollower(KafkaError):
     """This writer does not hold the partition's lease, or lost it (fenced); retry at ``leader_id``
-    (the node id of the front holding it, -1 if unknown)."""
+    (the node id of the front holding it, -1 if unknown), over HTTP at ``leader_url`` (None if unknown)."""
 
     code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
 
-    def __init__(self, message: str = "", leader_id: int = -1) -> None:
+    def __init__(self, message: str = "", leader_id: int = -1, leader_url: str | None = None) -> None:
         super().__init__(message)
-        self.leader_id = leader_id
+        self.leader_id, self.leader_url = leader_id, leader_url
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "leader_id": self.leader_id}
+        return {**super().to_dict(), "leader_id": self.leader_id, "leader_url": self.leader_url}
 
 
 class NetworkException(KafkaError):

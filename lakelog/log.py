@@ -57,8 +57,8 @@ class Log:
         to partitions whose lease it holds (:meth:`take_lease`, storage/partition_lease.py)."""
         self.root = StorageRoot.resolve(root, storage_options)
         self.node_id = None if node_id is None else check_node_id(node_id)
-        #: node id -> how errors name that front (its addresses); set by the lease keeper
-        self.describe_node: Callable[[int], str] | None = None
+        #: node id -> (how errors name that front, with its addresses; its HTTP URL or None); set by the lease keeper
+        self.locate_node: Callable[[int], tuple[str, str | None]] | None = None
         #: hands commits to each topic's committer front (lakelog/cluster/commit_forwarder.py); set by the
         #: front before any topic is written, None for a lone writer
         self.forwarder = None
@@ -226,7 +226,7 @@ class Log:
             # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
             leased = not is_internal(topic)
             committer = Committer(self.root, topic, self.registry, self.node_id if leased else None,
-                                  self.describe_node, lock, self.forwarder if leased else None,
+                                  self.locate_node, lock, self.forwarder if leased else None,
                                   on_stages=self._commit_stages)
             with self._lock:
                 self._committers[topic] = (lock, committer)

@@ -35,7 +35,7 @@ class LeaseKeeper:
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._assignment: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
-        log_.describe_node = self.describe
+        log_.locate_node = self.locate
         self._threads: list[threading.Thread] = []
         self.passes = 0  # completed passes (tests wait on it)
 
@@ -64,13 +64,13 @@ class LeaseKeeper:
         None for a topic the last pass did not see."""
         return self._assignment.get((topic, partition))
 
-    def describe(self, node_id: int) -> str:
-        """How an error names front ``node_id``: with its addresses while it is live."""
+    def locate(self, node_id: int) -> tuple[str, str | None]:
+        """How an error names front ``node_id`` (with its addresses while it is live), and its HTTP URL."""
         f = self._fronts.get(node_id)
         if f is None:
-            return f"node {node_id}"
+            return f"node {node_id}", None
         kafka = f", Kafka {f.kafka_host}:{f.kafka_port}" if f.kafka_host else ""
-        return f"node {node_id} ({f.http_url}{kafka})"
+        return f"node {node_id} ({f.http_url}{kafka})", f.http_url
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval_s):

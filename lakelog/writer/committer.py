@@ -227,7 +227,7 @@ class Committer:
     """Appends batches to one topic table with offset fencing and idempotence."""
 
     def __init__(self, root: StorageRoot, topic: str, registry: ProducerRegistry | None = None,
-                 node_id: int | None = None, describe_node=None, lock: threading.Lock | None = None,
+                 node_id: int | None = None, locate_node=None, lock: threading.Lock | None = None,
                  forwarder=None, on_stages: Callable[[str, dict[str, float]], None] | None = None) -> None:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
@@ -236,7 +236,8 @@ class Committer:
         self.topic = topic
         self.registry = registry or ProducerRegistry(root)
         self.node_id = node_id  # set: append only to partitions whose lease this node holds (partition_lease.py)
-        self._describe_node = describe_node or (lambda node: f"node {node}")  # node id -> "node 2 (its address)"
+        # node id -> ("node 2 (its addresses)", its HTTP URL or None)
+        self._locate_node = locate_node or (lambda node: (f"node {node}", None))
         # Several fronts: ``committer_front(snapshot) -> URL | None`` and ``hand_off(url, topic, data) -> Future``
         # (lakelog/cluster/commit_forwarder.py); None: this writer makes all its commits itself.
         self._forwarder = forwarder
@@ -836,9 +837,10 @@ class Committer:
             # A transaction's commit is applied by its coordinator, which need not lead the partition: the
             # offsets' fencing (lakelog.leo.<P>) keeps it safe beside the leader's appends.
             if self.node_id is not None and b.transaction is None and (lease is None or lease.node_id != self.node_id):
+                leader, url = self._locate_node(lease.node_id) if lease else (None, None)
                 dups[i] = NotLeaderOrFollower(
                     f"this front (node {self.node_id}) does not hold the lease of {self.topic} partition {p}"
-                    + (f"; {self._describe_node(lease.node_id)} does" if lease else ""), lease.node_id if lease else -1)
+                    + (f"; {leader} does" if lease else ""), lease.node_id if lease else -1, url)
                 continue
             base = leo.get(p, snap.high_watermark(p))
             leo[p] = base + n

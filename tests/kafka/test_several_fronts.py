@@ -272,7 +272,18 @@ def test_http_produce_to_another_fronts_partition_names_its_leader(fronts):
         body = r.json()
         assert body["error_code"] == 6 and body["error_name"] == "NOT_LEADER_OR_FOLLOWER"
         assert body["leader_id"] == owners[foreign]
-        assert urls[owners[foreign]] in body["message"]  # the answer names the leader's address
+        assert body["leader_url"] == urls[owners[foreign]]  # the leader's address, to send the batch to
+        assert urls[owners[foreign]] in body["message"]
+        # A request whose batches go to this front's partition and another's: each batch answered by itself.
+        own = next(q for q, node in owners.items() if node == 1)
+        r = http.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "a", "partition": own},
+                                                                       {"value": "b", "partition": foreign}]})
+        assert r.status_code == 200, r.text
+        by_partition = {e["partition"]: e for e in r.json()["results"]}
+        assert by_partition[own]["error_code"] == 0 and by_partition[own].get("leader_url") is None
+        assert by_partition[foreign]["error_name"] == "NOT_LEADER_OR_FOLLOWER"
+        assert (by_partition[foreign]["leader_id"], by_partition[foreign]["leader_url"]) == (
+            owners[foreign], urls[owners[foreign]])
     # Sent to the leader's URL, it lands.
     with httpx.Client(base_url=urls[owners[foreign]], timeout=60) as leader:
         r = leader.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "x", "partition": foreign}]})
