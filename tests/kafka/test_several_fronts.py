@@ -1,7 +1,8 @@
 """Several fronts on one root (``lakelog serve --node-id``): each partition is leased to one front, Kafka
 Metadata names it as the leader, partitions are spread within one across the live fronts, and a front killed
 with SIGKILL during produce loses nothing acknowledged: its partitions move to the others within the session
-timeout, and librdkafka's idempotent producer carries on with no loss, duplicate or reordering."""
+timeout, and librdkafka's idempotent producer carries on with no loss, duplicate or reordering; a front
+that joins during produce takes its share within the session timeout, as safely."""
 
 from __future__ import annotations
 
@@ -119,67 +120,110 @@ def test_the_committer_front_killed_on_s3_loses_nothing(s3_fronts):
     assert handoffs >= 1
 
 
-def produce_through_a_kill(fronts, pick_victim) -> str:
-    """Produce to every partition from one idempotent producer while the front ``pick_victim(leaders)`` is
-    killed; check the leases moved, the partitions produced again and every acknowledged record is there once,
-    in order. Returns the topic."""
-    with fronts[0].client() as http:
-        topic = new_topic(http, partitions=PARTITIONS)
-    bootstrap = ",".join(f.bootstrap for f in fronts)
-    first = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
-    assert sorted(Counter(first.values()).values()) == [2, 2, 2]
-    victim = pick_victim(first)
-    survivor = next(f for f in fronts if f is not victim)
-
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                  "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
-    acked: dict[int, list[int]] = {}
+def produce_through(fronts, topic: str, event) -> tuple[dict[int, list[tuple[int, float]]], int, float]:
+    """Produce to every partition from one idempotent producer for 12 s, running ``event()`` after 3 s; no
+    delivery may fail. Returns each partition's acknowledged values with the time of their acknowledgement, the
+    records sent, and when ``event()`` returned (a kill at once; a join once the fronts agree on the leaders)."""
+    p = Producer({"bootstrap.servers": ",".join(f.bootstrap for f in fronts), "enable.idempotence": True,
+                  "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    acked: dict[int, list[tuple[int, float]]] = {}
     errors: list = []
-    moved = [q for q, node in first.items() if node == victim.node]
-    killed_at = [0.0]
-    resumed: dict[int, float] = {}
+    event_at = [0.0]
 
     def done(err, msg):
         if err:
             errors.append(err)
-            return
-        acked.setdefault(msg.partition(), []).append(int(msg.value()))
-        if killed_at[0] and msg.partition() in moved and msg.partition() not in resumed:
-            resumed[msg.partition()] = time.monotonic()
+        else:
+            acked.setdefault(msg.partition(), []).append((int(msg.value()), time.monotonic()))
 
     sent = 0
     stop_at = time.monotonic() + 12
-    killer = threading.Timer(3.0, lambda: (victim.kill(), killed_at.__setitem__(0, time.monotonic())))
-    killer.start()
+    timer = threading.Timer(3.0, lambda: (event(), event_at.__setitem__(0, time.monotonic())))
+    timer.start()
     while time.monotonic() < stop_at:
         for _ in range(200):
             p.produce(topic, value=str(sent).encode(), partition=sent % PARTITIONS, on_delivery=done)
             sent += 1
         p.poll(0.02)
-    killer.join()
+    timer.join()
     assert p.flush(90) == 0
     assert not errors, errors[:5]
+    return acked, sent, event_at[0]
 
-    # The dead front's partitions moved to the other two, still within one of each other.
-    after = wait_for(lambda: balanced(survivor.bootstrap, topic, {f.node for f in fronts} - {victim.node}), 30,
-                     "leases on the two survivors")
-    assert sorted(Counter(after.values()).values()) == [3, 3]
-    # ... and produced again within the session timeout plus a commit (generous for a loaded 2-core machine).
+
+def check_moved_and_once_in_order(root: str, topic: str, before: dict[int, int], after: dict[int, int],
+                                  acked: dict[int, list[tuple[int, float]]], sent: int, event_at: float) -> None:
+    """The partitions whose leader changed produced again within the session timeout plus a commit of
+    ``event_at`` (generous for a loaded 2-core machine), and every acknowledged record is in the log once, in the
+    order sent."""
+    moved = [q for q in before if after[q] != before[q]]
+    assert moved, "no partition moved"
     for q in moved:
-        assert q in resumed, f"partition {q} never produced after the kill"
-        assert resumed[q] - killed_at[0] < SESSION_MS / 1000 + 10, resumed[q] - killed_at[0]
-
-    # Every acknowledged record is in the log once, in the order sent, per partition.
-    log = Log(survivor.root)
+        resumed = [t for _, t in acked.get(q, []) if t > event_at]
+        assert resumed, f"partition {q} never produced after it moved"
+        assert resumed[0] - event_at < SESSION_MS / 1000 + 10, resumed[0] - event_at
+    log = Log(root)
     total = 0
     for q in range(PARTITIONS):
         values = [int(v) for v in log.read(topic, q).column("value").to_pylist()]
         assert len(values) == len(set(values)), f"duplicates in partition {q}"
         assert values == sorted(values), f"partition {q} out of order"
-        assert set(acked.get(q, [])) <= set(values), f"acknowledged records lost in partition {q}"
+        assert {v for v, _ in acked.get(q, [])} <= set(values), f"acknowledged records lost in partition {q}"
         total += len(values)
     assert sum(len(v) for v in acked.values()) == sent and total == sent
+
+
+def produce_through_a_kill(fronts, pick_victim) -> str:
+    """Produce to every partition while the front ``pick_victim(leaders)`` is killed with SIGKILL; check its
+    leases moved to the survivors, within one of each other, and :func:`check_moved_and_once_in_order`.
+    Returns the topic."""
+    with fronts[0].client() as http:
+        topic = new_topic(http, partitions=PARTITIONS)
+    first = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on all three fronts")
+    assert sorted(Counter(first.values()).values()) == [2, 2, 2]
+    victim = pick_victim(first)
+    survivor = next(f for f in fronts if f is not victim)
+    acked, sent, killed_at = produce_through(fronts, topic, victim.kill)
+    after = wait_for(lambda: balanced(survivor.bootstrap, topic, {f.node for f in fronts} - {victim.node}), 30,
+                     "leases on the two survivors")
+    assert sorted(Counter(after.values()).values()) == [3, 3]
+    assert {q for q in first if after[q] != first[q]} == {q for q, node in first.items() if node == victim.node}
+    check_moved_and_once_in_order(survivor.root, topic, first, after, acked, sent, killed_at)
     return topic
+
+
+def test_a_joining_front_takes_its_share_while_producers_run(tmp_path):
+    """Two fronts lead a topic's partitions three each; a third starts during idempotent produce: within the
+    session timeout (plus slack for a loaded machine) every front's Metadata shows two each, the joiner's
+    partitions having moved one from each front (sticky), and nothing acknowledged is lost, duplicated or
+    reordered (the old leaders' appends after the move are fenced; their clients re-route)."""
+    root = str(tmp_path / "root")
+    fronts = start_fronts(root, tmp_path, nodes=(1, 2))
+    joiner: list[Front] = []
+    spread_after: list[float] = []
+
+    def join():
+        joiner.extend(start_fronts(root, tmp_path, nodes=(3,)))
+        started = time.monotonic()
+        wait_for(lambda: agreed(fronts + joiner, topic), 30, "the same balanced leaders on all three fronts")
+        spread_after.append(time.monotonic() - started)
+
+    try:
+        with fronts[0].client() as http:
+            topic = new_topic(http, partitions=PARTITIONS)
+        first = wait_for(lambda: agreed(fronts, topic), 30, "the same balanced leaders on both fronts")
+        assert sorted(Counter(first.values()).values()) == [3, 3]
+        acked, sent, joined_at = produce_through(fronts, topic, join)
+        assert spread_after and spread_after[0] < SESSION_MS / 1000 + 10, spread_after
+        after = agreed(fronts + joiner, topic)
+        assert after is not None and sorted(Counter(after.values()).values()) == [2, 2, 2], after
+        assert [q for q in first if after[q] != first[q]] == [q for q, node in after.items() if node == 3]
+        assert Counter(first[q] for q, node in after.items() if node == 3) == {1: 1, 2: 1}  # one from each
+        check_moved_and_once_in_order(root, topic, first, after, acked, sent, joined_at)
+    finally:
+        for f in fronts + joiner:
+            f.stop()
 
 
 def test_a_front_hands_over_several_commits_at_once_in_order(tmp_path, s3_env, s3_endpoint):
