@@ -216,6 +216,16 @@ def test_front_restart_members_recover_and_offsets_survive(start_group_front):
                 return d if d and sum(o["offset"] for o in d["offsets"]) == target else None
 
             before = wait_until(lambda: all_committed(100), what="the first 100 records committed")
+
+            # The coordinator is Stable once the leader's assignment is synced, which may be before a member has
+            # applied its share: killed then, an eager member that revoked for the rebalance holds nothing to
+            # read during the outage (as in Kafka). So wait until both members hold their partitions.
+            def both_hold_their_partitions():
+                last = {name: (kind, set(tps)) for name, kind, tps in events}
+                held = [tps for kind, tps in last.values() if kind == "assign"]
+                return len(held) == 2 and sum(len(tps) for tps in held) == 4 and all(held)
+
+            wait_until(both_hold_their_partitions, what="both members to hold their partitions")
         front.kill()  # SIGKILL: the coordinator's state must come back from __consumer_offsets
         committed_before = {(o["topic"], o["partition"]): o["offset"] for o in before["offsets"]}
         from lakelog.group.consumer_offsets import OffsetStore
@@ -226,7 +236,10 @@ def test_front_restart_members_recover_and_offsets_survive(start_group_front):
         for p in range(4):
             log.append(topic, [{"value": f"outage-{p}-{i}".encode()} for i in range(10)], partition=p)
         # records come from storage: the members keep consuming while the front is down
-        wait_until(lambda: sum(m.records for m in members) >= 140, what="consumption during the outage")
+        try:
+            wait_until(lambda: sum(m.records for m in members) >= 140, what="consumption during the outage")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; records {[m.records for m in members]}, events {events}") from None
         front.start()
         with front.client() as http:
             restored = describe(http, group)
