@@ -8,11 +8,13 @@ from __future__ import annotations
 import copy
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.errors import InvalidRequest
+from lakelog.storage.topic_snapshot import segment_from_add
 from lakelog.writer.commit_handoff import MAX_HANDOFF_BYTES, carries, decode_handoff
 
 CID = "0123456789abcdef" * 2
@@ -179,5 +181,5 @@ def test_random_changes_to_a_handoff_decode_or_are_invalid_request(changes):
     assert all(0 <= v < 2**63 for v in decoded.txns.values())
     assert all(-(2**63) <= n < 2**63 for row in decoded.producer_rows for n in row)
     for a in decoded.adds:
-        p = int(a.path.split("/")[0].split("=")[1])
-        assert decoded.txns[f"lakelog.leo.{p}"] > json.loads(a.stats)["maxValues"]["offset"]
+        seg = segment_from_add(msgspec.structs.asdict(a))
+        assert decoded.txns[f"lakelog.leo.{seg.partition}"] > seg.last_offset >= seg.base_offset
