@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, UnknownTopicOrPartition
 from lakelog.log import partition_batches, split_records
 from lakelog.storage.record_schema import HEADER_TYPE
 from lakelog.storage.topic_name import is_internal, validate_topic_name
@@ -323,10 +323,8 @@ class ProduceService:
             if isinstance(r, KafkaError):
                 failed.append(r)
                 out.append({"partition": b.partition, "base_offset": -1, "record_count": b.records.num_rows,
-                            "log_append_time": -1, "timestamp_type": ts_type, "error_code": r.code,
-                            "error_name": r.name, "message": r.message, "duplicate": False,
-                            **({"leader_id": r.leader_id, "leader_url": r.leader_url}
-                               if isinstance(r, NotLeaderOrFollower) else {})})
+                            "log_append_time": -1, "timestamp_type": ts_type, "duplicate": False,
+                            **r.to_dict()})  # the error's fields (NOT_LEADER_OR_FOLLOWER: where the leader is)
             else:
                 out.append({"partition": r.partition, "base_offset": r.base_offset, "record_count": r.record_count,
                             "log_append_time": r.log_append_time, "timestamp_type": ts_type, "error_code": 0,

@@ -27,6 +27,7 @@ import msgspec
 
 from lakelog.errors import InvalidRequest, KafkaError
 from lakelog.storage.partition_lease import LEASE_APP, lease_app
+from lakelog.storage.producer_ids import MAX_EPOCH
 from lakelog.storage.producer_state import INT32_MAX
 from lakelog.storage.record_schema import PARTITION_COLUMN
 from lakelog.storage.segment_index import SEGMENT_NAME
@@ -38,7 +39,6 @@ MAX_ADDS = 4096  # segments in one handoff (a group has at most one per partitio
 MAX_STATS_CHARS = 16 * 1024
 MAX_PRODUCER_ROWS = 65536
 PRODUCER_ROW_FIELDS = 8  # storage/producer_state.py BatchMetadata.to_row()
-INT16_MAX = 2**15 - 1  # a producer epoch
 _COMMIT_ID = re.compile(r"[0-9a-f]{32}")
 _APP = re.compile(f"({re.escape(LEO_APP)}|{re.escape(LEASE_APP)})(\\d{{1,9}})")  # a partition's log end or lease
 # Whatever lands in a commit file must fit the Delta protocol's longs (msgspec decodes integers of any size), or no
@@ -162,7 +162,7 @@ def decode_handoff(data: bytes) -> Handoff:
         if len(row) != PRODUCER_ROW_FIELDS or row[0] not in spans:
             raise InvalidRequest("producer rows must describe batches of the partitions appended to")
         _, producer_id, epoch, first_seq, last_seq, first, last, _ = row
-        kafka_ranges = 0 <= epoch <= INT16_MAX and 0 <= first_seq <= INT32_MAX and 0 <= last_seq <= INT32_MAX
+        kafka_ranges = 0 <= epoch <= MAX_EPOCH and 0 <= first_seq <= INT32_MAX and 0 <= last_seq <= INT32_MAX
         if producer_id < 0 or not kafka_ranges:
             raise InvalidRequest("producer rows must carry a producer id, an epoch and sequences in Kafka's ranges")
         if not (h.expect[leo_app(row[0])] or 0) <= first <= last < h.txns[leo_app(row[0])]:

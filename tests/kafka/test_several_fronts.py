@@ -404,6 +404,10 @@ def test_the_handoff_route_refuses_strangers_and_bad_commits(s3_fronts):
         (committer, {SECRET_HEADER: secret}, b" " * INLINE_DECODE_BYTES + b'{"topic_id": ', 400, "INVALID_REQUEST"),
         (committer, {SECRET_HEADER: secret}, json.dumps({**planned_elsewhere, "txns": {"lakelog.leo.0": 5}}).encode(),
          400, "INVALID_REQUEST"),
+        # a number no Delta reader could parse (a long's range): refused before the log is looked at
+        (committer, {SECRET_HEADER: secret},
+         json.dumps({**planned_elsewhere, "adds": [{**planned_elsewhere["adds"][0], "size": 2**63}]}).encode(), 400,
+         "INVALID_REQUEST"),
         (committer, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
         (other, {SECRET_HEADER: secret}, json.dumps(planned_elsewhere).encode(), 409, "NOT_LEADER_OR_FOLLOWER"),
     ]
