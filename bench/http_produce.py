@@ -184,6 +184,25 @@ class MotoProcess:
         self.env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
                     "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
 
+    def clear(self, prefix: str) -> int:
+        """Delete every object under ``prefix`` (straight to moto, not through a latency proxy); how many.
+
+        moto answers a LIST by scanning every key of the bucket, so each run's leftovers would slow the LISTs of
+        the runs after it (at 20,000 keys about 10 ms of moto's CPU per LIST against 2 at none, measured); S3's
+        LIST reads only its prefix. A benchmark that runs many loads on one server clears each run's root.
+        """
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                          region_name="us-east-1")
+        deleted = 0
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.BUCKET, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=self.BUCKET, Delete={"Objects": keys, "Quiet": True})
+                deleted += len(keys)
+        return deleted
+
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)

@@ -181,6 +181,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
     finally:
         for f in fronts:
             f.close()
+        moto.clear(f"fronts-{tag}/")
 
 
 def run(ctx: BenchContext) -> BenchResult:
