@@ -34,7 +34,7 @@ from lakelog.storage.partition_lease import Lease, check_node_id, lease_app, unp
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
-from lakelog.storage.delta_log import commit_path, encode_actions
+from lakelog.storage.delta_log import commit_path, encode_actions, file_exists
 from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
                                             lso_app)
 from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY, RecordAccumulator
@@ -138,9 +138,9 @@ class Log:
 
         The returned snapshot is shared and must be treated as read-only (take
         :meth:`TopicSnapshot.copy` to modify one).  When nothing was committed
-        since the cached version, this costs two or three existence probes: the
-        next commit file, then the table itself (a topic deleted by another
-        process must not keep answering from the cache).
+        since the cached version, this costs two or three existence probes (a
+        HEAD each on S3): the next commit file, then the table itself (a topic
+        deleted by another process must not keep answering from the cache).
         """
         with self._lock:
             cached = self._snapshots.get(topic)
@@ -182,10 +182,7 @@ class Log:
             lock.release()
 
     def _has_commit(self, topic: str, version: int) -> bool:
-        from pyarrow.fs import FileType
-
-        path = self.root.path_for("topics", topic, "_delta_log", f"{version:020d}.json")
-        return self.root.filesystem.get_file_info(path).type == FileType.File
+        return file_exists(self.root, self.root.path_for("topics", topic, "_delta_log", f"{version:020d}.json"))
 
     # -- produce ------------------------------------------------------------------------------
     def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:

@@ -18,7 +18,7 @@ from typing import Callable
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, KafkaStorageError,
                             TopicAlreadyExists, UnknownTopicOrPartition)
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
-from lakelog.storage.delta_log import commit_path, encode_actions
+from lakelog.storage.delta_log import commit_path, encode_actions, file_exists
 from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import TopicConfig, validate_configs
@@ -87,12 +87,8 @@ class Catalog:
     def table_exists(self, name: str) -> bool:
         """Whether the topic's table exists (its first commit, or a checkpoint once log cleanup removed that),
         deleted or not: two existence probes, no read."""
-        from pyarrow.fs import FileType
-
         log_dir = self.root.path_for("topics", validate_topic_name(name), "_delta_log")
-        if self.root.filesystem.get_file_info(f"{log_dir}/{0:020d}.json").type == FileType.File:
-            return True
-        return self.root.filesystem.get_file_info(f"{log_dir}/_last_checkpoint").type == FileType.File
+        return file_exists(self.root, f"{log_dir}/{0:020d}.json") or file_exists(self.root, f"{log_dir}/_last_checkpoint")
 
     def exists(self, name: str) -> bool:
         """Whether the topic exists: its table does, and its latest commit is not a delete."""

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from lakelog.storage.s3_objects import get_object
+from lakelog.storage.s3_objects import get_object, object_exists
 from lakelog.storage.storage_root import StorageRoot
 
 
@@ -98,6 +98,15 @@ def retry_listing_gaps(call, *, attempts: int = 6, delay_s: float = 0.01):
 def encode_actions(actions: list[dict]) -> bytes:
     """A commit file's body: one JSON action per line."""
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+
+
+def file_exists(root: StorageRoot, path: str) -> bool:
+    """Whether a file exists: one HEAD on S3 (pyarrow's probe adds a LIST when it does not)."""
+    if not root.is_local:
+        return object_exists(root, path)
+    from pyarrow.fs import FileType
+
+    return root.filesystem.get_file_info(path).type == FileType.File
 
 
 def read_object(root: StorageRoot, path: str) -> bytes | None:

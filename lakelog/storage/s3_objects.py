@@ -3,7 +3,8 @@
 pyarrow's S3 filesystem turns a small read into a HEAD and a GET, and a written file into a multipart upload
 (two POSTs and a part PUT) and a HEAD for its size; at object-store latency each is tens of milliseconds
 in series. These calls are one request each: :func:`get_object` one GET (a missing key is ``None``),
-:func:`put_object` one PUT, and :func:`lakelog.storage.delta_commit.put_if_absent` one conditional PUT.
+:func:`object_exists` one HEAD, :func:`put_object` one PUT, and :func:`lakelog.storage.delta_commit.put_if_absent`
+one conditional PUT.
 A failure is an ``OSError``, as a filesystem's would be. Thread-safe (boto3 clients are).
 
 Paths are the root's filesystem paths (:meth:`StorageRoot.path_for`): ``<bucket>/<key>``.
@@ -37,6 +38,23 @@ def get_object(root: StorageRoot, path: str) -> bytes | None:
         raise OSError(f"the GET of {key} failed: {type(e).__name__}") from e
     except BotoCoreError as e:
         raise OSError(f"the GET of {key} failed: {type(e).__name__}") from e
+
+
+def object_exists(root: StorageRoot, path: str) -> bool:
+    """Whether the key exists, in one HEAD (pyarrow's probe of a missing key adds a LIST, to look for a
+    "directory" of that name: a request priced as a PUT)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split_path(path)
+    try:
+        s3_client(root.options).head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return False
+        raise OSError(f"the HEAD of {key} failed: {type(e).__name__}") from e
+    except BotoCoreError as e:
+        raise OSError(f"the HEAD of {key} failed: {type(e).__name__}") from e
 
 
 def put_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None:

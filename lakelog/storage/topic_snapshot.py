@@ -28,8 +28,9 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from lakelog.storage.delta_log import Commit, LogTailGone, read_tail, retry_listing_gaps, txns_at
+from lakelog.storage.delta_log import Commit, LogTailGone, read_object, read_tail, retry_listing_gaps, txns_at
 from lakelog.storage.producer_state import BatchMetadata, ProducerStateManager
+from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_config import TopicConfig
@@ -227,9 +228,8 @@ def store_index(root: StorageRoot, topic: str, version: int, data: bytes) -> str
         with fs.open_output_stream(tmp) as f:
             f.write(data)
         fs.move(tmp, final)
-    else:
-        with fs.open_output_stream(final) as f:  # an S3 PUT is atomic
-            f.write(data)
+    else:  # one PUT, atomic (a filesystem stream would be a multipart upload: three requests)
+        put_object(root, final, data)
     for old in _index_versions(root, topic)[:-INDEX_FILES_KEPT]:
         try:
             fs.delete_file(f"{index_dir}/{old:020d}.arrow")
@@ -252,11 +252,11 @@ def _index_versions(root: StorageRoot, topic: str) -> list[int]:
 
 def load_persisted(root: StorageRoot, topic: str) -> TopicSnapshot | None:
     """The newest persisted snapshot of ``topic`` that can be read, or None."""
-    fs = root.filesystem
     for v in reversed(_index_versions(root, topic)):
         try:
-            with fs.open_input_file(root.path_for("topics", topic, INDEX_DIR, f"{v:020d}.arrow")) as f:
-                return TopicSnapshot.from_ipc_bytes(f.read())
+            data = read_object(root, root.path_for("topics", topic, INDEX_DIR, f"{v:020d}.arrow"))
+            if data is not None:  # else removed since the listing, by a writer keeping the newest few
+                return TopicSnapshot.from_ipc_bytes(data)
         except (OSError, KeyError, ValueError, pa.ArrowInvalid):
             continue
     return None
