@@ -4,8 +4,7 @@ pyarrow's S3 filesystem turns a small read into a HEAD and a GET, and a written 
 (two POSTs and a part PUT) and a HEAD for its size; at object-store latency each is tens of milliseconds
 in series. These calls are one request each: :func:`get_object` one GET (a missing key is ``None``),
 :func:`object_exists` one HEAD, :func:`put_object` one PUT, and :func:`lakelog.storage.delta_commit.put_if_absent`
-one conditional PUT.
-A failure is an ``OSError``, as a filesystem's would be. Thread-safe (boto3 clients are).
+one conditional PUT. A failure is an ``OSError``, as a filesystem's would be. Thread-safe (boto3 clients are).
 
 Paths are the root's filesystem paths (:meth:`StorageRoot.path_for`): ``<bucket>/<key>``.
 """
@@ -13,10 +12,13 @@ Paths are the root's filesystem paths (:meth:`StorageRoot.path_for`): ``<bucket>
 from __future__ import annotations
 
 import functools
+from typing import Callable, TypeVar
 
 import pyarrow as pa
 
 from lakelog.storage.storage_root import StorageRoot, _seconds
+
+T = TypeVar("T")
 
 
 def split_path(path: str) -> tuple[str, str]:
@@ -27,34 +29,32 @@ def split_path(path: str) -> tuple[str, str]:
 
 def get_object(root: StorageRoot, path: str) -> bytes | None:
     """The object's bytes in one GET, or None if there is no such key."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     bucket, key = split_path(path)
-    try:
-        return s3_client(root.options).get_object(Bucket=bucket, Key=key)["Body"].read()
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
-            return None
-        raise OSError(f"the GET of {key} failed: {type(e).__name__}") from e
-    except BotoCoreError as e:
-        raise OSError(f"the GET of {key} failed: {type(e).__name__}") from e
+    client = s3_client(root.options)
+    return _unless_missing("GET", key, lambda: client.get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
 def object_exists(root: StorageRoot, path: str) -> bool:
     """Whether the key exists, in one HEAD (pyarrow's probe of a missing key adds a LIST, to look for a
     "directory" of that name: a request priced as a PUT)."""
+    bucket, key = split_path(path)
+    client = s3_client(root.options)
+    return _unless_missing("HEAD", key, lambda: client.head_object(Bucket=bucket, Key=key)) is not None
+
+
+def _unless_missing(request: str, key: str, call: Callable[[], T]) -> T | None:
+    """``call()``, one request about ``key``; None if the key does not exist, an ``OSError`` for any other
+    failure."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    bucket, key = split_path(path)
     try:
-        s3_client(root.options).head_object(Bucket=bucket, Key=key)
-        return True
+        return call()
     except ClientError as e:
         if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
-            return False
-        raise OSError(f"the HEAD of {key} failed: {type(e).__name__}") from e
+            return None
+        raise OSError(f"the {request} of {key} failed: {type(e).__name__}") from e
     except BotoCoreError as e:
-        raise OSError(f"the HEAD of {key} failed: {type(e).__name__}") from e
+        raise OSError(f"the {request} of {key} failed: {type(e).__name__}") from e
 
 
 def put_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None:
