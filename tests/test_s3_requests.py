@@ -3,18 +3,22 @@
 On S3 a LIST is priced as a PUT (12.5 times a GET or HEAD) and every request is a round trip, so the paths a
 front runs again and again are one request each: an existence probe is one HEAD (not pyarrow's HEAD and then,
 for a missing key, a LIST for a "directory" of the name), so a snapshot that finds nothing new costs two HEADs;
-a persisted snapshot index is written with one PUT (not a multipart upload) and read with one GET.
+a persisted snapshot index is written with one PUT (not a multipart upload) and read with one GET; and a
+writer's background read of the producers table that finds nothing new is one HEAD.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
 
 from s3_server import BUCKET, s3_options
 from lakelog import Log
+from lakelog.errors import ProducerFenced
 from lakelog.storage.delta_log import file_exists
+from lakelog.storage.producer_ids import ProducerRegistry
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.storage.topic_snapshot import load_persisted
 from bench.s3_proxy import S3FaultProxy, operation
@@ -80,3 +84,39 @@ def test_a_snapshot_index_is_one_put_and_read_with_one_get(proxy):
     loaded = load_persisted(root, "t")
     assert loaded is not None and loaded.version == snap.version and list(loaded.index) == list(snap.index)
     assert sorted(op for op, _ in requests(proxy)) == ["GET", "LIST"]  # the listing of the index, then one GET
+
+
+def test_a_background_read_of_the_producers_table_with_nothing_new_is_one_head(proxy):
+    """Writers re-read the producers table once a second (epochs bumped elsewhere): when nothing was committed
+    since, that is one HEAD of its next commit, not delta-rs's LIST of the log and GET of its last checkpoint."""
+    root = root_on(proxy)
+    registry, other = ProducerRegistry(root), ProducerRegistry(root)
+    ids = [registry.init_producer("tx")]
+    for _ in range(2):  # the first opens the refresher's own handle; the second brings it up to date
+        refreshed(registry)
+    version = registry_version(root)
+    proxy.log.clear()
+    refreshed(registry)
+    next_commit = root.path_for("_lakelog", "producers", "_delta_log", f"{version + 1:020d}.json")
+    assert requests(proxy) == [("HEAD", next_commit.split("/", 1)[1])]
+
+    ids.append(other.init_producer("tx"))  # another process bumps the epoch: the next read finds and applies it
+    proxy.log.clear()
+    refreshed(registry)
+    assert "LIST" in [op for op, _ in requests(proxy)]
+    with pytest.raises(ProducerFenced):
+        registry.check(ids[0].producer_id, ids[0].producer_epoch)
+
+
+def refreshed(registry: ProducerRegistry) -> None:
+    """Ask for a background read of the producers table and wait for it."""
+    registry.refresh_soon(0)
+    for t in threading.enumerate():
+        if t.name == "lakelog-producer-epochs":
+            t.join(60)
+
+
+def registry_version(root: StorageRoot) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(root.uri_for("_lakelog", "producers"), storage_options=root.storage_options).version()
