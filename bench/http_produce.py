@@ -171,30 +171,32 @@ class MotoProcess:
     BUCKET = "lakelog-bench"
 
     def __init__(self) -> None:
-        import boto3
-
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "bench.moto_server", "--port", str(self.port)],
                                      cwd=Path(__file__).resolve().parents[1],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_http(self.endpoint, self.proc)
-        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                     region_name="us-east-1").create_bucket(Bucket=self.BUCKET)
+        self.client().create_bucket(Bucket=self.BUCKET)
         self.env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
                     "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
+
+    def client(self):
+        """A boto3 S3 client straight to this server (no proxy)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                            region_name="us-east-1")
 
     def clear(self, prefix: str) -> int:
         """Delete every object under ``prefix`` (straight to moto, not through a latency proxy); how many.
 
         moto answers a LIST by scanning every key of the bucket, so each run's leftovers would slow the LISTs of
         the runs after it (a LIST of a one-key prefix took 11.8 ms beside 20,000 other keys against 1.8 ms beside
-        none, one client, by hand); S3's LIST reads only its prefix. A benchmark that runs many loads on one server clears each run's root.
+        none, one client, by hand); S3's LIST reads only its prefix. A benchmark that runs many loads on one
+        server clears each run's root.
         """
-        import boto3
-
-        s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                          region_name="us-east-1")
+        s3 = self.client()
         deleted = 0
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.BUCKET, Prefix=prefix):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
