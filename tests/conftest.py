@@ -32,6 +32,16 @@ def s3_endpoint():
     server.stop()
 
 
+@pytest.fixture
+def proxy(s3_endpoint):
+    """:class:`bench.s3_proxy.S3FaultProxy` in front of the moto server: counts and logs requests, injects faults."""
+    from bench.s3_proxy import S3FaultProxy
+
+    p = S3FaultProxy(s3_endpoint).start()
+    yield p
+    p.stop()
+
+
 @pytest.fixture(params=["local", "s3"])
 def root(request, tmp_path):
     """A fresh :class:`StorageRoot`: a temp directory, or a fresh prefix on the moto S3 server."""

@@ -25,13 +25,6 @@ COMMIT_GET = re.compile(r"/_delta_log/(\d{20})\.json$")
 CHECKPOINT_GET = re.compile(r"/_delta_log/\d{20}\.checkpoint\.parquet$")
 
 
-@pytest.fixture
-def proxy(s3_endpoint):
-    p = S3FaultProxy(s3_endpoint).start()
-    yield p
-    p.stop()
-
-
 @pytest.fixture(autouse=True)
 def checkpoint_at_once(monkeypatch):
     import lakelog.writer.committer as committer

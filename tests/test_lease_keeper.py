@@ -24,13 +24,6 @@ from lakelog.storage.storage_root import StorageRoot
 SESSION_MS = 3000  # a beat every second: only a beat held up 3 s (on a loaded machine) fails the live-set check
 
 
-@pytest.fixture
-def proxy(s3_endpoint):
-    p = S3FaultProxy(s3_endpoint).start()
-    yield p
-    p.stop()
-
-
 def fresh_root(proxy: S3FaultProxy) -> StorageRoot:
     return StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(proxy.url))
 

@@ -24,13 +24,6 @@ from lakelog.storage.topic_snapshot import load_persisted
 from bench.s3_proxy import S3FaultProxy, operation
 
 
-@pytest.fixture
-def proxy(s3_endpoint):
-    p = S3FaultProxy(s3_endpoint).start()
-    yield p
-    p.stop()
-
-
 def requests(proxy: S3FaultProxy) -> list[tuple[str, str]]:
     """(operation, key) of each request since the log was cleared."""
     return [(operation(m, t), t.split("?")[0].split(f"/{BUCKET}/", 1)[-1]) for m, t, _ in proxy.log]

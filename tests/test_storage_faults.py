@@ -39,13 +39,6 @@ def append(request):
     return lambda log, topic, batches: log.append_pipelined(topic, batches)[0].result(timeout=60)
 
 
-@pytest.fixture
-def proxy(s3_endpoint):
-    p = S3FaultProxy(s3_endpoint).start()
-    yield p
-    p.stop()
-
-
 def faulty_root(proxy: S3FaultProxy, max_retries: int = 0) -> StorageRoot:
     """A fresh S3 root reached through the proxy, with short timeouts."""
     opts = dict(s3_options(proxy.url), timeout="2s", connect_timeout="2s", max_retries=str(max_retries))
