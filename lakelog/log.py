@@ -182,7 +182,7 @@ class Log:
             lock.release()
 
     def _has_commit(self, topic: str, version: int) -> bool:
-        return file_exists(self.root, self.root.path_for("topics", topic, "_delta_log", f"{version:020d}.json"))
+        return file_exists(self.root, self.root.path_for(commit_path(f"topics/{topic}", version)))
 
     # -- produce ------------------------------------------------------------------------------
     def init_producer(self, transactional_id: str | None = None) -> ProducerIdentity:

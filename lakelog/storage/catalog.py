@@ -87,9 +87,9 @@ class Catalog:
     def table_exists(self, name: str) -> bool:
         """Whether the topic's table exists (its first commit, or a checkpoint once log cleanup removed that),
         deleted or not: two existence probes, no read."""
-        log_dir = self.root.path_for("topics", validate_topic_name(name), "_delta_log")
-        return (file_exists(self.root, f"{log_dir}/{0:020d}.json")
-                or file_exists(self.root, f"{log_dir}/_last_checkpoint"))
+        table = f"topics/{validate_topic_name(name)}"
+        return (file_exists(self.root, self.root.path_for(commit_path(table, 0)))
+                or file_exists(self.root, self.root.path_for(table, "_delta_log", "_last_checkpoint")))
 
     def exists(self, name: str) -> bool:
         """Whether the topic exists: its table does, and its latest commit is not a delete."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakelog.errors import KafkaStorageError, ProducerFenced, UnknownProducerId
-from lakelog.storage.delta_log import LogTailGone, file_exists, read_tail, txns_at
+from lakelog.storage.delta_log import LogTailGone, commit_path, file_exists, read_tail, txns_at
 from lakelog.storage.storage_root import StorageRoot
 
 BLOCK_SIZE = 1000
@@ -187,8 +187,7 @@ class ProducerRegistry:
             fresh = self._fresh
             if fresh is None:
                 fresh = self._open()
-            elif not file_exists(self.root, self.root.path_for("_lakelog", "producers", "_delta_log",
-                                                                f"{fresh.version() + 1:020d}.json")):
+            elif not file_exists(self.root, self.root.path_for(commit_path("_lakelog/producers", fresh.version() + 1))):
                 return  # nothing since (a Delta log has no gaps): one HEAD, where delta-rs would LIST and GET
             else:
                 fresh.update_incremental()
