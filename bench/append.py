@@ -426,8 +426,9 @@ def run(ctx: BenchContext) -> BenchResult:
         md_table(["batch records", "rec/s", "MB/s", "commits", "batches/commit", "ratio", "rec/CPU-s"], group_rows),
         f"**Where one commit's time goes** (lakelog, {prof_n:,}-record batches, {prof_commits} commits on a fresh "
         "topic, each piece timed by a wrapper, ms per commit; indented rows are inside the row above). Direct commit "
-        "is lakelog's path on local roots; delta-rs commit is `create_write_transaction` + `update_incremental`, "
-        "the path on S3 roots and the only one before this benchmark.",
+        "is lakelog's path (put-if-absent locally, a conditional PUT on object stores); delta-rs commit is "
+        "`create_write_transaction` + `update_incremental`, the path for a table whose protocol asks more of a "
+        "writer (writer version 3 or later, writer features) and the only one before this benchmark.",
         md_table(["piece", "direct commit ms (share)", "delta-rs commit ms (share)"], prof_rows),
         f"**Parquet codecs** for one {sizes[-1]:,}-record segment, the benchmark's random values and compressible "
         "JSON-like ones (payload MB/s, best / median of the repetitions -- the best is the least disturbed by "
