@@ -61,7 +61,7 @@ def _lease_keeper(log: Log, settings: Settings):
     from lakelog.cluster.membership import FrontInfo, Membership
 
     host, _, port = (settings.kafka_advertised or "").rpartition(":")
-    me = FrontInfo(settings.node_id, f"http://{settings.host}:{settings.port}", host or None,
+    me = FrontInfo(settings.node_id, settings.http_url, host or None,
                    int(port) if port.isdigit() else None)
     keeper = LeaseKeeper(log, Membership(log.root, me, settings.front_session_timeout_ms))
     log.forwarder = CommitForwarder(keeper, cluster_secret(log.root))

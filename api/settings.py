@@ -42,6 +42,12 @@ class Settings:
     node_id: int | None = None
     front_session_timeout_ms: int = 10_000
     kafka_advertised: str | None = None  # HOST:PORT other fronts and Kafka clients are told
+    advertised_url: str | None = None  # the HTTP URL other fronts and clients are told (None: http://host:port)
+
+    @property
+    def http_url(self) -> str:
+        """This front's HTTP address as other fronts and clients are given it."""
+        return self.advertised_url or f"http://{self.host}:{self.port}"
 
     def coordinator_config(self):
         """The group coordinator's settings (Kafka's ``group.*`` broker keys)."""

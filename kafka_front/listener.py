@@ -19,6 +19,7 @@ from kafka_front.context import FrontContext
 from kafka_front.fetch_ahead import FetchAhead
 from kafka_front.handlers.fetch import read_chunk
 from kafka_front.sasl import Credentials
+from lakelog.cluster.membership import is_unspecified_address
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,15 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
                    max_frame_bytes: int = 100 << 20) -> Callable:
     """A start-up hook serving Kafka's protocol on ``address`` (``advertised``: what Metadata tells clients)."""
     host, port = parse_address(address)
+    adv_host, adv_port = parse_address(advertised) if advertised else (host, port)
+    if is_unspecified_address(adv_host):  # Kafka's rule for advertised.listeners too
+        raise ValueError(f"a Kafka listener on {address} binds every interface, which clients cannot connect to; "
+                         "give --kafka-advertised HOST:PORT")
     credentials = Credentials.from_file(sasl_file) if sasl_file else Credentials()
 
     async def start(state) -> Callable[[], Awaitable[None]]:
         waiter = CommitWaiter(asyncio.get_running_loop())
         state.commit_listeners.append(waiter.notify)
-        adv_host, adv_port = parse_address(advertised) if advertised else (host, port)
-
         open_writers: set[asyncio.StreamWriter] = set()
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -24,8 +24,8 @@ def cluster(request: Request) -> dict:
     ``NOT_LEADER_OR_FOLLOWER`` answer, whose ``leader_id`` names the front holding its lease."""
     keeper = request.app.state.leases
     if keeper is None:
-        s = request.app.state.settings
-        return {"node_id": None, "fronts": [{"node_id": 1, "http_url": f"http://{s.host}:{s.port}", "kafka": None}]}
+        return {"node_id": None, "fronts": [{"node_id": 1, "http_url": request.app.state.settings.http_url,
+                                             "kafka": None}]}
     return {"node_id": keeper.log.node_id,
             "fronts": [{"node_id": f.node_id, "http_url": f.http_url,
                         "kafka": f"{f.kafka_host}:{f.kafka_port}" if f.kafka_host else None} for f in keeper.live()]}

@@ -3,7 +3,7 @@
     lakelog serve [--root ROOT] [--host 127.0.0.1] [--port 8080] [--auth-file FILE]
                   [--kafka-listener HOST:PORT] [--kafka-advertised HOST:PORT] [--sasl-file FILE]
                   [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES]
-                  [--max-request-bytes BYTES] [--access-log] [--node-id N]
+                  [--max-request-bytes BYTES] [--access-log] [--node-id N [--advertised-url URL]]
 
 Binds loopback unless told otherwise.  Without ``--auth-file`` every request
 is allowed, and the command says so on stderr when it starts.  Settings not
@@ -44,6 +44,9 @@ def register(subparsers) -> None:
     p.add_argument("--node-id", type=int, metavar="N",
                    help="several fronts on one root: this front's Kafka node id (unique per front, 0-65535); "
                         "partitions are then leased to one front at a time (docs/storage.md)")
+    p.add_argument("--advertised-url", metavar="URL",
+                   help="with --node-id: the HTTP address other fronts and clients are told, e.g. "
+                        "http://10.0.0.1:8080 (default http://HOST:PORT; needed when --host is 0.0.0.0)")
     p.set_defaults(func=run)
 
 
@@ -52,12 +55,18 @@ def run(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from api.settings import Settings
+    from lakelog.cluster.membership import is_unspecified_address
 
     settings = Settings.from_env(
         root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
         buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes, node_id=args.node_id,
-        kafka_advertised=args.kafka_advertised or args.kafka_listener)
+        kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
+    if settings.node_id is not None and settings.advertised_url is None and is_unspecified_address(settings.host):
+        # other fronts hand their commits to this URL and clients are sent to it: it must be one they can reach
+        print(f"error: --host {settings.host} binds every interface, which other fronts and clients cannot "
+              "connect to; give --advertised-url http://HOST:PORT", file=sys.stderr)
+        return 2
     hooks = []
     if args.kafka_listener:
         from kafka_front.listener import kafka_listener

@@ -9,6 +9,7 @@ agree to well within the session timeout (NTP).  Thread-safe (no shared mutable 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -24,6 +25,15 @@ from lakelog.storage.storage_root import StorageRoot
 
 FRONTS_DIR = "_lakelog/fronts"
 DEFAULT_SESSION_TIMEOUT_MS = 10_000
+
+
+def is_unspecified_address(host: str) -> bool:
+    """Whether ``host`` is a bind-to-every-interface address (``0.0.0.0``, ``::``, empty): one a front may bind
+    but never give to other fronts or clients, which could not connect to it (Kafka refuses to advertise it)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return host == ""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,18 @@ class Front:
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
 
+def wait_for(check, timeout: float, what: str):
+    """``check()``'s first truthy result, polled every 0.2 s; AssertionError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
 def new_topic(http: httpx.Client, partitions: int = 2, configs: dict | None = None) -> str:
     """Create a uniquely named topic through the front; returns its name."""
     name = f"t-{uuid.uuid4().hex[:10]}"

@@ -23,7 +23,7 @@ from lakelog.storage.delta_log import read_tail
 from lakelog.storage.topic_snapshot import HANDED_COMMIT_IDS_KEY
 from s3_server import BUCKET
 
-from front_process import Front, free_port, new_topic
+from front_process import Front, free_port, new_topic, wait_for
 
 SESSION_MS = 3000
 PARTITIONS = 6
@@ -32,17 +32,6 @@ PARTITIONS = 6
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
     return {p: part.leader for p, part in md.topics[topic].partitions.items()}
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def start_fronts(root: str, tmp_path, env: dict | None = None, nodes=(1, 2, 3)) -> list[Front]:
