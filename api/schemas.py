@@ -177,6 +177,7 @@ class OffsetCommit(BaseModel):
     offsets: list[OffsetIn] = Field(min_length=1)
     member_id: Text | None = Field(default=None, description="the committing member (absent: a simple commit)")
     generation_id: Generation = Field(default=-1, description="the member's generation (-1 with no member)")
+    group_instance_id: Text | None = Field(default=None, description="a static member's group.instance.id")
 
 
 # -- transactions -------------------------------------------------------------------------

@@ -297,8 +297,8 @@ def maintenance(demo: Demo) -> None:
             print(r["offset"], r["key"], r["value"])
     """)
     demo.shell("lakelog maintain --once --dry-run --topic customers")
-    print("  (starting a Spark job: a JVM starts first, which takes several seconds)", flush=True)
-    demo.shell("lakelog job compaction --topic customers   # spark-submit jobs/compact.py, with this install's Spark")
+    # a pass this small runs on the driver; a larger one, or any with --master, starts Spark (docs/maintenance.md)
+    demo.shell("lakelog job compaction --topic customers   # jobs/compact.py, on this Python")
     demo.python("""
         # the latest value per key survives at its original offset; bob's tombstone stays for delete.retention.ms
         for r in log.read("customers", 0).to_pylist():
@@ -322,7 +322,7 @@ STEPS: list[Step] = [
          consumer_group),
     Step("Read the topic with Spark: spark.read.format(\"lakelog\")", spark_batch),
     Step("Stream it with Trigger.AvailableNow, committing offsets to a consumer group", spark_stream),
-    Step("Maintenance: key compaction as a Spark job (lakelog maintain schedules it)", maintenance),
+    Step("Maintenance: key compaction, a Spark job that lakelog maintain schedules", maintenance),
 ]
 
 

@@ -36,7 +36,7 @@ def commit(group: str, body: OffsetCommit, store: OffsetStoreDep, metadata: Meta
     for o in body.offsets:
         authorizer.authorize(principal, "Read", TOPIC, o.topic)
     coordinator.validate_commit(group, body.member_id, body.generation_id,
-                                [TopicPartition(o.topic, o.partition) for o in body.offsets])
+                                [TopicPartition(o.topic, o.partition) for o in body.offsets], body.group_instance_id)
     done = commit_offsets(store, metadata, group, [(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets])
     return {"group": group, "offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset,
                                          "metadata": e.metadata, "commit_timestamp": e.commit_timestamp}

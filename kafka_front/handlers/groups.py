@@ -209,7 +209,8 @@ async def offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Request") 
     if ok:
         try:
             await asyncio.to_thread(ctx.coordinator.validate_commit, req.group_id, req.member_id or None, generation,
-                                    [TopicPartition(n, p.partition_index) for n, p in ok])
+                                    [TopicPartition(n, p.partition_index) for n, p in ok],
+                                    getattr(req, "group_instance_id", None))  # v7+
             await asyncio.to_thread(commit_offsets, ctx.offsets, ctx.metadata, req.group_id,
                                     [(n, p.partition_index, p.committed_offset, p.committed_metadata)
                                      for n, p in ok])

@@ -575,6 +575,8 @@ class Consumer:
         body: dict = {"offsets": entries}
         if self._member_id is not None:
             body.update(member_id=self._member_id, generation_id=self._generation)
+            if self.group_instance_id:
+                body["group_instance_id"] = self.group_instance_id
         self._http.json("POST", f"{self._group_path}/offsets", json=body)
         self._last_commit = time.monotonic()
 

@@ -416,8 +416,9 @@ class GroupCoordinator:
             self._maybe_complete(g)
 
     def validate_commit(self, group_id: str, member_id: str | None, generation: int,
-                        partitions: Iterable[TopicPartition]) -> None:
-        """Refuse offset commits from unknown members, stale generations or for partitions not owned."""
+                        partitions: Iterable[TopicPartition], group_instance_id: str | None = None) -> None:
+        """Refuse offset commits from unknown members, stale generations or for partitions not owned; a static
+        member's id replaced by a newer instance of its ``group_instance_id`` gets ``FENCED_INSTANCE_ID``."""
         with self._cv:
             g = self._groups.get(group_id)
             if g is not None:
@@ -429,7 +430,7 @@ class GroupCoordinator:
             if not member_id:
                 raise UnknownMemberId(f"group {group_id} has active members; a commit must name its member id "
                                       f"and generation")
-            m = self._member(g, member_id)
+            m = self._member(g, member_id, group_instance_id)
             if generation != g.generation:
                 raise IllegalGeneration(f"commit from member {member_id} of group {group_id} at generation "
                                         f"{generation}; the group is at {g.generation}")

@@ -34,8 +34,8 @@ _ENV_KEYS = {
     "AWS_ACCESS_KEY_ID": "aws_access_key_id",
     "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
     "AWS_SESSION_TOKEN": "aws_session_token",
+    "AWS_REGION": "aws_region",  # before AWS_DEFAULT_REGION, as the AWS CLI and SDKs take them
     "AWS_DEFAULT_REGION": "aws_region",
-    "AWS_REGION": "aws_region",
     "AWS_ALLOW_HTTP": "aws_allow_http",
 }
 _ALIASES = {

@@ -174,6 +174,17 @@ def test_static_member_fencing(http):
     body = error(http.post(f"/v1/groups/{group}/members/{old['member_id']}/heartbeat",
                            json={"generation": old["generation"], "group_instance_id": "worker-1"}), 409, 82)
     assert body["error_name"] == "FENCED_INSTANCE_ID"
+    # its commits too, as Kafka's OffsetCommit v7+ (which names the instance); without the instance id the old id
+    # is just unknown; the new member commits
+    commit = {"offsets": [{"topic": topic, "partition": 0, "offset": 1}], "member_id": old["member_id"],
+              "generation_id": old["generation"]}
+    body = error(http.post(f"/v1/groups/{group}/offsets", json={**commit, "group_instance_id": "worker-1"}), 409, 82)
+    assert body["error_name"] == "FENCED_INSTANCE_ID"
+    error(http.post(f"/v1/groups/{group}/offsets", json=commit), 409, 25)
+    assert http.get(f"/v1/groups/{group}/offsets").json()["offsets"] == []
+    r = http.post(f"/v1/groups/{group}/offsets", json={**commit, "member_id": new["member_id"],
+                                                       "group_instance_id": "worker-1"})
+    assert r.status_code == 200, r.text
 
 
 def test_endpoints_are_in_the_openapi_document(http):

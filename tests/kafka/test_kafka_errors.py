@@ -281,6 +281,25 @@ def row_unknown_member(wire, topic, http):
     return wire.request(12, 4, {"group_id": f"g-{topic}", "generation_id": 1, "member_id": "nobody"}).error_code
 
 
+def row_fenced_instance_id(wire, topic, http):
+    group = f"g-static-{topic}"
+    members = []
+    for _ in range(2):  # the second join, a restart with the same group.instance.id, replaces the first member
+        r = http.post(f"/v1/groups/{group}/members", json={"topics": [topic], "group_instance_id": "worker-1",
+                                                          "session_timeout_ms": 10_000})
+        assert r.status_code == 200, r.text
+        members.append(r.json())
+    old, new = members
+    assert old["member_id"] != new["member_id"] and old["generation"] == new["generation"]
+    r = wire.request(8, 7, {"group_id": group, "generation_id_or_member_epoch": old["generation"],
+                            "member_id": old["member_id"], "group_instance_id": "worker-1", "topics": [
+                                {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                                "committed_leader_epoch": -1,
+                                                                "committed_metadata": None}]}]})
+    assert http.get(f"/v1/groups/{group}/offsets").json()["offsets"] == []  # nothing committed
+    return r.topics[0].partitions[0].error_code
+
+
 def row_topic_already_exists(wire, topic, http):
     r = wire.request(19, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
                              "timeout": 10000})

@@ -47,7 +47,7 @@ import java.util.*;
  * {@code _delta_log/<version + 1>.json} put-if-absent, with the add action and the txn {@code lakelog.leo.<P>} = new
  * log end offset, as lakelog/writer/committer.py {@code _commit_direct} writes it; when another commit took the
  * version, the log is re-read and the commit retried at the new log end. Put-if-absent is a hard link on local
- * roots and a rename without overwrite (atomic on HDFS) elsewhere.
+ * roots; on S3A, a rename without overwrite, which is a copy and a delete, not atomic (docs/spark.md).
  */
 public final class ConsumerGroupOffsets {
     static final String TOPIC = "__consumer_offsets";

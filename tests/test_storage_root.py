@@ -1,0 +1,37 @@
+"""Where an S3 root's options come from: explicit storage options, then the ``AWS_*`` environment, each key from
+the first variable set in the AWS CLI's and SDKs' order (``AWS_REGION`` before ``AWS_DEFAULT_REGION``,
+``AWS_ENDPOINT_URL_S3`` before ``AWS_ENDPOINT_URL``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakelog.storage.storage_root import StorageRoot
+
+AWS_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ALLOW_HTTP",
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+@pytest.mark.parametrize("env, options, expected", [
+    ({"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-west-2"}, {}, {"aws_region": "eu-west-1"}),
+    ({"AWS_DEFAULT_REGION": "us-west-2"}, {}, {"aws_region": "us-west-2"}),
+    ({"AWS_REGION": "eu-west-1"}, {"region": "ap-south-1"}, {"aws_region": "ap-south-1"}),
+    ({"AWS_ENDPOINT_URL": "https://a.example", "AWS_ENDPOINT_URL_S3": "https://s3.example"}, {},
+     {"aws_endpoint_url": "https://s3.example"}),
+    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}, {},
+     {"aws_endpoint_url": "http://127.0.0.1:9000", "aws_allow_http": "true"}),
+    ({}, {"endpoint": "https://s3.example", "access_key_id": "k"},
+     {"aws_endpoint_url": "https://s3.example", "aws_access_key_id": "k"}),
+], ids=["region-first", "default-region", "option-beats-env", "s3-endpoint-first", "http-endpoint", "aliases"])
+def test_s3_root_options(monkeypatch, env, options, expected):
+    for name in AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert dict(StorageRoot.resolve("s3://bucket/lake", options).options) == expected
+
+
+def test_a_local_root_takes_nothing_from_the_aws_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    root = StorageRoot.resolve(tmp_path / "root")
+    assert root.is_local and root.options == () and root.uri == str(tmp_path / "root")
