@@ -38,8 +38,9 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
     host, port = parse_address(address)
     adv_host, adv_port = parse_address(advertised) if advertised else (host, port)
     if is_unspecified_address(adv_host):  # Kafka's rule for advertised.listeners too
-        raise ValueError(f"a Kafka listener on {address} binds every interface, which clients cannot connect to; "
-                         "give --kafka-advertised HOST:PORT")
+        told = f"--kafka-advertised {advertised}" if advertised else f"a Kafka listener on {address}"
+        raise ValueError(f"{told} names every interface, which clients cannot connect to; "
+                         "give --kafka-advertised HOST:PORT with a host or address they can reach")
     credentials = Credentials.from_file(sasl_file) if sasl_file else Credentials()
 
     async def start(state) -> Callable[[], Awaitable[None]]:

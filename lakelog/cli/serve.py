@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
     if settings.node_id is not None and settings.advertised_url is None and is_unspecified_address(settings.host):
         # other fronts hand their commits to this URL and clients are sent to it: it must be one they can reach
-        print(f"error: --host {settings.host} binds every interface, which other fronts and clients cannot "
+        print(f"error: --host {settings.host} names every interface, which other fronts and clients cannot "
               "connect to; give --advertised-url http://HOST:PORT", file=sys.stderr)
         return 2
     hooks = []
