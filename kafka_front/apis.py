@@ -11,6 +11,8 @@ from typing import Awaitable, Callable
 
 from lakelog.errors import KafkaError
 
+from api.public_message import public_message
+
 from kafka_front.handlers import admin, cluster, fetch, groups, produce, sasl, transactions
 from kafka_front.request import NO_RESPONSE
 
@@ -74,4 +76,4 @@ def supported_versions() -> list[dict]:
 
 def error_values(api_key: int, version: int, error: KafkaError) -> dict:
     """A response carrying ``error`` in its top-level error code (fields the version lacks are dropped)."""
-    return {"error_code": error.code, "error_message": error.message}
+    return {"error_code": error.code, "error_message": public_message(error.message)}

@@ -36,6 +36,7 @@ from lakelog.writer.records import normalize_records, validate_records
 from api.arrow_body import read_arrow_body
 from api.errors import UnsupportedContentType
 from api.produce_body import IdempotentProduce, MalformedBody, RecordIn, decode_produce
+from api.public_message import public_message
 from api.schemas import INT32_MAX, INT64_MAX
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class ProduceService:
                 failed.append(r)
                 out.append({"partition": b.partition, "base_offset": -1, "record_count": b.records.num_rows,
                             "log_append_time": -1, "timestamp_type": ts_type, "duplicate": False,
-                            **r.to_dict()})  # the error's fields (NOT_LEADER_OR_FOLLOWER: where the leader is)
+                            **r.to_dict(), "message": public_message(r.message)})  # (NOT_LEADER_OR_FOLLOWER: the leader too)
             else:
                 out.append({"partition": r.partition, "base_offset": r.base_offset, "record_count": r.record_count,
                             "log_append_time": r.log_append_time, "timestamp_type": ts_type, "error_code": 0,

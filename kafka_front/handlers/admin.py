@@ -17,6 +17,7 @@ from lakelog.storage.topic_config import TOPIC_CONFIGS, validate_configs
 from lakelog.storage.topic_name import validate_topic_name
 
 from api.auth import CLUSTER, TOPIC
+from api.public_message import public_message
 from api.services import topics as topic_service
 
 from kafka_front.handlers.cluster import topic_uuid
@@ -38,7 +39,7 @@ def _allowed(ctx: "FrontContext", conn: "Connection", operation: str, topic: str
 
 
 def _error(entry: dict, e: KafkaError) -> dict:
-    entry.update(error_code=e.code, error_message=e.message)
+    entry.update(error_code=e.code, error_message=public_message(e.message))
     return entry
 
 

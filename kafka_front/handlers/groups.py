@@ -28,6 +28,7 @@ from lakelog.errors import (GroupAuthorizationFailed, GroupIdNotFound, GroupSubs
 from lakelog.group.assignors import TopicPartition
 
 from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
+from api.public_message import public_message
 from api.services.offsets import commit_offsets
 
 from kafka_front.context import NODE_ID
@@ -116,7 +117,7 @@ async def find_coordinator(ctx: "FrontContext", conn: "Connection", rq: "Request
         else:
             e = None
         if e is not None:
-            entry.update(node_id=-1, host="", port=-1, error_code=e.code, error_message=e.message)
+            entry.update(node_id=-1, host="", port=-1, error_code=e.code, error_message=public_message(e.message))
         out.append(entry)
     if rq.version >= 4:
         return {"coordinators": out}

@@ -24,6 +24,7 @@ from lakelog.writer.committer import PartitionBatch
 from lakelog.writer.records import validate_records
 
 from api.auth import CLUSTER, TOPIC, TRANSACTIONAL_ID
+from api.public_message import public_message
 
 from kafka_front.record_batch import decode_batch, split_batches
 from kafka_front.record_table import batch_table
@@ -182,5 +183,5 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
         responses.setdefault(topic, []).append({
             "index": partition, "error_code": e.code if e else 0, "base_offset": a.get("base_offset", -1),
             "log_append_time": a.get("log_append_time", -1), "log_start_offset": -1,
-            "error_message": e.message if e else None})
+            "error_message": public_message(e.message) if e else None})
     return {"responses": [{"name": t, "partition_responses": ps} for t, ps in responses.items()]}
