@@ -48,13 +48,30 @@ class BodyLimit:
             await self.app(scope, receive, send)  # a stream of records: each is bounded by the v3 lane
             return
         seen = [0]
+        refused: list[MessageTooLarge] = []
+        started = [False]
 
         async def limited_receive() -> "Message":
             message = await receive()
             if message["type"] == "http.request":
                 seen[0] += len(message.get("body", b""))
                 if seen[0] > self.max_bytes:
-                    raise self._too_large(f"more than {seen[0]}")
+                    refused.append(self._too_large(f"more than {seen[0]}"))
+                    raise refused[0]
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def guarded_send(message: "Message") -> None:
+            # A route whose body FastAPI parses answers the limit's error with its own 400 ("error parsing the
+            # body"): a response begun after the refusal is replaced by the 413 below
+            if refused and not started[0]:
+                return
+            started[0] = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except MessageTooLarge:
+            if not refused or started[0]:
+                raise
+        if refused and not started[0]:
+            await error_response(refused[0], v3=is_v3(scope["path"]))(scope, receive, send)
