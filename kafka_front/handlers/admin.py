@@ -17,6 +17,7 @@ from lakelog.storage.topic_config import TOPIC_CONFIGS, validate_configs
 from lakelog.storage.topic_name import validate_topic_name
 
 from api.auth import CLUSTER, TOPIC
+from api.errors import unexpected_error
 from api.public_message import public_message
 from api.services import topics as topic_service
 
@@ -41,6 +42,17 @@ def _allowed(ctx: "FrontContext", conn: "Connection", operation: str, topic: str
 def _error(entry: dict, e: KafkaError) -> dict:
     entry.update(error_code=e.code, error_message=public_message(e.message))
     return entry
+
+
+def _failed(ctx: "FrontContext", e: Exception, api: str, name: object) -> KafkaError:
+    """The Kafka error an entry of ``api`` (about ``name``) answers for ``e``, counted: a KafkaError as it is, a
+    failing store as the retriable ``KAFKA_STORAGE_ERROR``, anything else ``UNKNOWN_SERVER_ERROR``, as the HTTP
+    front's (:func:`api.errors.unexpected_error`: the exception's text and trace go to the server's log only).
+    Per entry: these responses have no top-level error code, so an exception let through left the client an
+    empty response."""
+    error = e if isinstance(e, KafkaError) else unexpected_error(e, f"Kafka {api}", str(name))
+    ctx.metrics.count_error(error)
+    return error
 
 
 async def create_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
@@ -71,9 +83,8 @@ async def create_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") 
                                                configs)
                 entry.update(num_partitions=len(desc.partitions), replication_factor=1,
                              topic_id=topic_uuid(desc.topic_id))
-        except KafkaError as e:
-            ctx.metrics.count_error(e)
-            _error(entry, e)
+        except Exception as e:
+            _error(entry, _failed(ctx, e, "CreateTopics", t.name))
         out.append(entry)
     return {"topics": out}
 
@@ -89,9 +100,8 @@ async def delete_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") 
                 raise InvalidRequest("deleting topics by id is not supported; name the topic")
             _allowed(ctx, conn, "Delete", name)
             await asyncio.to_thread(topic_service.delete_topic, ctx.log, ctx.metadata, name)
-        except KafkaError as e:
-            ctx.metrics.count_error(e)
-            _error(entry, e)
+        except Exception as e:
+            _error(entry, _failed(ctx, e, "DeleteTopics", name))
         out.append(entry)
     return {"responses": out}
 
@@ -111,9 +121,8 @@ async def create_partitions(ctx: "FrontContext", conn: "Connection", rq: "Reques
                                         f"be increased, not to {t.count}")
             if not req.validate_only:
                 await asyncio.to_thread(topic_service.alter_topic, ctx.log, ctx.metadata, t.name, None, t.count)
-        except KafkaError as e:
-            ctx.metrics.count_error(e)
-            _error(entry, e)
+        except Exception as e:
+            _error(entry, _failed(ctx, e, "CreatePartitions", t.name))
         out.append(entry)
     return {"results": out}
 
@@ -137,9 +146,8 @@ async def describe_configs(ctx: "FrontContext", conn: "Connection", rq: "Request
                  "config_source": SOURCE_DYNAMIC_TOPIC if k in desc.overrides else SOURCE_DEFAULT,
                  "config_type": 0, "documentation": TOPIC_CONFIGS[k].doc if k in TOPIC_CONFIGS else None}
                 for k, v in sorted(desc.configs.items()) if keys is None or k in keys]
-        except KafkaError as e:
-            ctx.metrics.count_error(e)
-            _error(entry, e)
+        except Exception as e:
+            _error(entry, _failed(ctx, e, "DescribeConfigs", r.resource_name))
         out.append(entry)
     return {"results": out}
 
@@ -169,9 +177,8 @@ async def incremental_alter_configs(ctx: "FrontContext", conn: "Connection", rq:
             else:
                 await asyncio.to_thread(topic_service.alter_topic, ctx.log, ctx.metadata, r.resource_name, configs,
                                         None)
-        except KafkaError as e:
-            ctx.metrics.count_error(e)
-            _error(entry, e)
+        except Exception as e:
+            _error(entry, _failed(ctx, e, "IncrementalAlterConfigs", r.resource_name))
         out.append(entry)
     return {"responses": out}
 
@@ -190,9 +197,8 @@ async def delete_records(ctx: "FrontContext", conn: "Connection", rq: "Request")
                         p.partition_index)
                 entry["low_watermark"] = await asyncio.to_thread(
                     topic_service.delete_records, ctx.log, ctx.metadata, t.name, p.partition_index, offset)
-            except KafkaError as e:
-                ctx.metrics.count_error(e)
-                entry["error_code"] = e.code
+            except Exception as e:
+                entry["error_code"] = _failed(ctx, e, "DeleteRecords", t.name).code
             parts.append(entry)
         out.append({"name": t.name, "partitions": parts})
     return {"topics": out}

@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from typing import Callable
 
 from lakelog.errors import KafkaError, KafkaStorageError, ThrottlingQuotaExceeded
-from lakelog.writer.committer import AppendResult, PartitionBatch
+from lakelog.writer.committer import AppendResult, PartitionBatch, storage_failure
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ class _TopicQueue:
 class RecordAccumulator:
     """Per-topic queues of pending appends and their sender threads."""
 
-    def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = DEFAULT_BATCH_SIZE,
+    def __init__(self, append_batches: AppendBatches, *, linger_ms: float = DEFAULT_LINGER_MS,
+                 batch_size: int = DEFAULT_BATCH_SIZE,
                  buffer_memory: int = DEFAULT_BUFFER_MEMORY, max_commit_bytes: int | None = None,
                  on_commit: Callable[[str, int, int, float], None] | None = None,
                  append_pipelined: AppendPipelined | None = None,
@@ -181,7 +182,7 @@ class RecordAccumulator:
                 outcome.set_result([e] * len(flat))
             except Exception as e:  # never let the sender die with futures unresolved
                 outcome = Future()
-                outcome.set_result([KafkaStorageError(f"append to {topic} failed: {e}")] * len(flat))
+                outcome.set_result([storage_failure(f"append to {topic} failed", e)] * len(flat))
             outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
             last = outcome
 
@@ -210,7 +211,7 @@ class RecordAccumulator:
         try:
             results = outcome.result()
         except Exception as e:
-            results = [KafkaStorageError(f"append to {topic} failed: {e}")] * count
+            results = [storage_failure(f"append to {topic} failed", e)] * count
         elapsed = time.monotonic() - started
         i = 0
         for batches, fut, _, _ in taken:

@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from lakelog.errors import (InvalidProducerEpoch, KafkaError, KafkaStorageError, NotLeaderOrFollower,
                             OutOfOrderSequenceNumber, ProducerFenced, RequestTimedOut, UnknownTopicId,
-                            UnknownTopicOrPartition, storage_error)
+                            UnknownTopicOrPartition, is_storage_failure, storage_error)
 from lakelog.storage.delta_checkpoint import write_checkpoint
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import (Commit, LogTailGone, commit_path, encode_actions, parse_commit, read_commit,
@@ -122,6 +122,17 @@ def _lower_thread_priority() -> None:
 def _describe(e: Exception) -> str:
     """delta-rs's error text on one line, without its terminal colours and arrows."""
     return " ".join(_ANSI.sub(" ", str(e)).split())
+
+
+def storage_failure(context: str, e: Exception) -> KafkaStorageError:
+    """The retriable error a client is told of ``e`` (``<context>: the storage failed: <reason>``): the failure's
+    kind only (:func:`lakelog.errors.storage_error`), as its text names files or the store's URLs and keys. The
+    text goes to the server's log (with the trace, for anything but a failing store)."""
+    if is_storage_failure(e):
+        log.warning("%s: %s", context, _describe(e))
+    else:
+        log.error("%s", context, exc_info=e)
+    return KafkaStorageError(f"{context}: {storage_error(e).message}")
 
 
 @dataclass
@@ -335,7 +346,7 @@ class Committer:
             try:
                 self._refresh()
             except Exception as e:
-                return [KafkaStorageError(f"refreshing {self.topic}: {e}")] * len(batches)
+                return [storage_failure(f"refreshing {self.topic}", e)] * len(batches)
         results: list[AppendResult | KafkaError | None] = [None] * len(batches)
         static_ok = self._validate_static(batches, results, range(len(batches)))
         validated = self.snapshot.configuration  # replaced, never mutated, when a commit changes the configs
@@ -978,7 +989,7 @@ class Committer:
                 return outcome
             except OSError as e:
                 if self.root.is_local:  # the link was not made: nothing became visible
-                    return KafkaStorageError(f"committing to {self.topic} failed (not visible; retry): {e}")
+                    return storage_failure(f"committing to {self.topic} failed (not visible; retry)", e)
                 return self._unknown_outcome(e, meta[COMMIT_ID_KEY])
             except Exception as e:  # an object store's PUT whose response was lost may still have landed
                 return self._unknown_outcome(e, meta[COMMIT_ID_KEY])
@@ -1133,7 +1144,7 @@ class Committer:
         try:
             self._refresh()
         except Exception as e:
-            return KafkaStorageError(f"refreshing {self.topic} after a commit: {e}")
+            return storage_failure(f"refreshing {self.topic} after a commit", e)
         return outcome
 
     def _fail_pending(self, results, plan, error: KafkaError):
