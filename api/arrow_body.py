@@ -7,7 +7,12 @@ A body is an Arrow IPC stream. It is read in three steps, and nothing else touch
    batch (LZ4 frame or ZSTD per buffer) the uncompressed length each buffer declares in its first 8 bytes.
    A stream whose decoded size exceeds ``max_decoded_bytes`` is refused with ``MESSAGE_TOO_LARGE`` before
    any buffer is decompressed, so a 33 KB body cannot make the process allocate a gigabyte. A compressed
-   batch's buffers must lie inside its message's body; an uncompressed batch decodes to its body.
+   batch's buffers must lie inside its message's body; an uncompressed batch decodes to its body. Arrays
+   without buffers decode to nothing, yet the produce path builds columns for them: each row is charged the
+   record columns normalisation builds (:data:`NORMALIZED_ROW_BITS`, from ``INPUT_SCHEMA``), and so is each
+   element of a null-typed array at any depth (its field node's length; a ``headers`` item or field of type
+   null is cast to strings and binaries). So a 144-byte body declaring two million rows of no columns is
+   refused, not normalised to 41 MB.
 2. **Shape.** The schema may only use the plain types a produce body needs (no dictionary encoding,
    extension types, unions, maps or large nesting): dictionary batches (whose deltas are concatenated
    while reading, touching data) never reach the reader.
@@ -25,13 +30,31 @@ import struct
 import pyarrow as pa
 
 from lakelog.errors import CorruptRecord, MessageTooLarge
+from lakelog.writer.records import INPUT_SCHEMA
 
 # Arrow's Message flatbuffer (format/Message.fbs): the fields this module reads, by vtable slot.
 _MESSAGE_HEADER_TYPE, _MESSAGE_HEADER = 1, 2
 _HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 2, 3
-_BATCH_LENGTH, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 2, 3
+_BATCH_LENGTH, _BATCH_NODES, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 1, 2, 3
 _DICTIONARY_DATA = 1
 _NO_COMPRESSION_MARKER = -1  # a compressed batch's buffer stored as is: its 8-byte prefix says -1
+
+
+def _row_bits(t: pa.DataType) -> int:
+    """Bits one row of a column of type ``t`` takes when built of nulls: its validity bit, and its fixed-width
+    value or, for a variable-width column (binary, string, list), its 32-bit offset."""
+    if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_list(t):
+        return 1 + 32
+    return 1 + t.bit_width
+
+
+# What a row of a produce body costs once normalised (lakelog/writer/records.py normalize_records builds every
+# column of INPUT_SCHEMA a body lacks as nulls): 164 bits, 20.5 bytes.
+NORMALIZED_ROW_BITS = sum(_row_bits(field.type) for field in INPUT_SCHEMA)
+
+
+def _normalized_bytes(elements: int) -> int:
+    return -(-elements * NORMALIZED_ROW_BITS // 8)
 
 
 class _Table:
@@ -119,6 +142,39 @@ def batch_decoded_size(metadata: pa.Buffer, body: pa.Buffer) -> tuple[int, int]:
     return rows, decoded
 
 
+def batch_node_lengths(metadata: pa.Buffer) -> list[int]:
+    """The length of every array of a record batch message (its field nodes, the schema's fields in pre-order),
+    from its header alone; raises :class:`~lakelog.errors.CorruptRecord` for a malformed header."""
+    try:
+        header = _root(metadata).table(_MESSAGE_HEADER)
+        if header is None:
+            raise CorruptRecord("an Arrow batch message without a batch header")
+        lengths = [length for length, _ in header.structs(_BATCH_NODES, "<qq")]
+    except (struct.error, ValueError) as e:
+        raise CorruptRecord(f"an Arrow batch header is malformed ({e})") from None
+    if any(n < 0 for n in lengths):
+        raise CorruptRecord("an Arrow array of negative length")
+    return lengths
+
+
+def _null_nodes(schema: pa.Schema) -> list[bool]:
+    """For each field node of a batch of ``schema`` (pre-order), whether it is null-typed: an array of that type
+    has no buffers, so its length costs nothing in the body."""
+    out: list[bool] = []
+
+    def walk(t: pa.DataType) -> None:
+        out.append(pa.types.is_null(t))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(t.value_type)
+        elif pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                walk(t.field(i).type)
+
+    for field in schema:
+        walk(field.type)
+    return out
+
+
 def _plain(t: pa.DataType, depth: int = 0) -> bool:
     """The types a produce body may use: scalars, strings and binaries, and lists and structs of them."""
     if depth > 3:
@@ -139,13 +195,14 @@ class DecodesLarge(Exception):
 def read_arrow_body(body: bytes, *, max_decoded_bytes: int, max_inline_bytes: int | None = None) -> pa.Table:
     """The body's table, bounded and fully validated (see the module doc).
 
-    Raises ``CORRUPT_MESSAGE`` for anything malformed and ``MESSAGE_TOO_LARGE`` when the decoded batches would
-    exceed ``max_decoded_bytes``; nothing has been decompressed beyond that bound when either is raised.
+    Raises ``CORRUPT_MESSAGE`` for anything malformed and ``MESSAGE_TOO_LARGE`` when the decoded batches, with
+    the record columns normalisation builds for their rows, would exceed ``max_decoded_bytes``; nothing has
+    been decompressed beyond that bound when either is raised.
     With ``max_inline_bytes`` (a caller on an event loop), :class:`DecodesLarge` is raised, before any
     decompression, for a body that decodes to more than that.
     """
     buf = pa.py_buffer(body)
-    decoded = rows = 0
+    decoded = 0
     try:
         messages = pa.ipc.MessageReader.open_stream(buf)
         first = next(iter(messages), None)
@@ -159,6 +216,7 @@ def read_arrow_body(body: bytes, *, max_decoded_bytes: int, max_inline_bytes: in
                 raise CorruptRecord(f"Arrow column {field.name!r} has type {field.type}, which a produce body "
                                     f"may not use (plain binary, string, integer and timestamp columns, and "
                                     f"lists and structs of them)")
+        null_nodes = _null_nodes(schema)
         batches = []
         for message in messages:  # one pass: each batch is bounded from its header, then read from its body
             if message.type == "dictionary batch":
@@ -166,15 +224,20 @@ def read_arrow_body(body: bytes, *, max_decoded_bytes: int, max_inline_bytes: in
             if message.type != "record batch":
                 raise CorruptRecord(f"unexpected Arrow IPC message {message.type!r}")
             n, size = batch_decoded_size(message.metadata, message.body)
-            rows, decoded = rows + n, decoded + size
+            nodes = batch_node_lengths(message.metadata)
+            if len(nodes) != len(null_nodes):
+                raise CorruptRecord(f"an Arrow batch of {len(nodes)} arrays for a schema of {len(null_nodes)}")
+            # the buffers, and the columns built for arrays that have none: the record columns of each row,
+            # and what each element of a null-typed array is cast to (charged as much as a row)
+            built = n + sum(length for length, null in zip(nodes, null_nodes) if null)
+            decoded += size + _normalized_bytes(built)
             if decoded > max_decoded_bytes:
                 raise MessageTooLarge(f"the Arrow body decodes to more than {max_decoded_bytes} bytes "
-                                      f"(max_request_bytes); it was refused before decompression")
+                                      f"(max_request_bytes, counting {NORMALIZED_ROW_BITS / 8:g} bytes a row for "
+                                      f"the record columns it is normalised to); it was refused before "
+                                      f"decompression")
             if max_inline_bytes is not None and decoded > max_inline_bytes:
                 raise DecodesLarge()
-            # A column of nulls needs no buffer at all: bound the rows too, by what a row costs elsewhere.
-            if rows > max_decoded_bytes:
-                raise MessageTooLarge(f"the Arrow body declares {rows} rows, more than its size limit allows")
             batches.append(pa.ipc.read_record_batch(message, schema))
         table = pa.Table.from_batches(batches, schema)
         table.validate(full=True)

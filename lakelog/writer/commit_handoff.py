@@ -109,8 +109,14 @@ def decode_handoff(data: bytes) -> Handoff:
         raise InvalidRequest(f"handoff of {len(data)} bytes is over the limit of {MAX_HANDOFF_BYTES}")
     try:
         h = msgspec.json.decode(data, type=Handoff)
-    except msgspec.DecodeError as e:
+    except msgspec.DecodeError as e:  # a msgspec.ValidationError too
         raise InvalidRequest(f"malformed handoff: {e}") from None
+    except UnicodeDecodeError:  # msgspec raises it, not a DecodeError, for a string that is not UTF-8
+        raise InvalidRequest("malformed handoff: the body is not UTF-8") from None
+    except RecursionError:
+        raise InvalidRequest("malformed handoff: nested too deeply") from None
+    except (ValueError, OverflowError):
+        raise InvalidRequest("malformed handoff: a value that cannot be decoded") from None
     if not _COMMIT_ID.fullmatch(h.commit_id):
         raise InvalidRequest("commit_id must be 32 lower-case hex digits")
     if h.topic_id is not None and len(h.topic_id) > 64:
@@ -131,7 +137,9 @@ def decode_handoff(data: bytes) -> Handoff:
             raise InvalidRequest(f"add {add.path} has stats over {MAX_STATS_CHARS} characters")
         try:
             seg = segment_from_add(msgspec.structs.asdict(add))
-        except (ValueError, TypeError, AttributeError, KeyError):
+        # json.JSONDecodeError is a ValueError; stats nested deeper than the parser's recursion limit are a
+        # RecursionError, and a number beyond a float (1e400, infinity) an OverflowError in int()
+        except (ValueError, TypeError, AttributeError, KeyError, OverflowError, RecursionError):
             seg = None
         if seg is None or seg.records < 1 or seg.base_offset != int(m.group(2)) \
                 or seg.last_offset != seg.base_offset + seg.records - 1:
