@@ -24,8 +24,13 @@ CODECS = {GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def _too_large(codec: int, limit: int) -> CorruptRecord:
-    return CorruptRecord(f"{CODECS[codec]} records decompress to more than {limit} bytes")
+class DecodeLimitExceeded(CorruptRecord):
+    """Records that decode to more than the limit they were given (``CORRUPT_MESSAGE``, as every other refusal
+    of the decoder): told apart so that a caller sharing one limit over several batches knows it is spent."""
+
+
+def _too_large(codec: int, limit: int) -> DecodeLimitExceeded:
+    return DecodeLimitExceeded(f"{CODECS[codec]} records decompress to more than {limit} bytes")
 
 
 def decompress(codec: int, data, max_bytes: int) -> bytes:

@@ -11,7 +11,9 @@ against kio's reader and writer.
 
 Input is hostile: every length is checked against what is left of the buffer,
 counts against the bytes that could hold them, CRC before anything is parsed,
-and the decompressed size is bounded (:mod:`kafka_front.compression`).  Any
+and the decompressed size is bounded (:mod:`kafka_front.compression`).  Numbers
+are range-checked before numpy arithmetic could wrap them (a timestamp delta
+near 2**63, an offset delta or a length that would overflow int64).  Any
 violation raises :class:`~lakelog.errors.CorruptRecord` (``CORRUPT_MESSAGE``).
 """
 
@@ -28,6 +30,7 @@ from lakelog.errors import CorruptRecord, InvalidRecord, UnsupportedCompressionT
 from lakelog.storage.record_schema import HEADER_TYPE
 
 from kafka_front import compression
+from kafka_front.compression import DecodeLimitExceeded
 
 HEADER = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
 HEADER_SIZE = HEADER.size
@@ -39,6 +42,8 @@ TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 NO_TIMESTAMP = -1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_TIMESTAMP_OVERFLOW = "a record's timestamp (base timestamp + delta) does not fit in 64 bits"
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Batch:
     keys: pa.Array
     values: pa.Array
     headers: pa.Array | None
+    records_bytes: int = 0  # the size of the records section, decompressed: what decoding the batch took
 
     @property
     def compression(self) -> int:
@@ -97,6 +103,11 @@ def _corrupt(why: str) -> CorruptRecord:
     return CorruptRecord(f"malformed record batch: {why}")
 
 
+def batch_codec(batch: bytes | memoryview) -> int:
+    """The compression codec of one batch as cut by :func:`split_batches` (0: none), from its attributes."""
+    return batch[CRC_START + 1] & COMPRESSION_MASK
+
+
 def split_batches(data: bytes | memoryview) -> list[memoryview]:
     """The batches of a produce partition's ``records`` field; each must be whole and of magic 2."""
     mv = memoryview(data)
@@ -117,8 +128,9 @@ def split_batches(data: bytes | memoryview) -> list[memoryview]:
 
 
 def decode_batch(data: bytes | memoryview, *, max_decompressed_bytes: int) -> Batch:
-    """One batch (as cut by :func:`split_batches`) after checking its CRC32C; records are decompressed into at
-    most ``max_decompressed_bytes``."""
+    """One batch (as cut by :func:`split_batches`) after checking its CRC32C.  Its records section, decompressed
+    if compressed, may take at most ``max_decompressed_bytes`` (:class:`DecodeLimitExceeded` otherwise): a
+    compressed one is never decompressed further than that; ``Batch.records_bytes`` is what it took."""
     mv = memoryview(data)
     if len(mv) < HEADER_SIZE:
         raise _corrupt("shorter than a batch header")
@@ -137,6 +149,8 @@ def decode_batch(data: bytes | memoryview, *, max_decompressed_bytes: int) -> Ba
     codec = attributes & COMPRESSION_MASK
     if codec:
         body = memoryview(compression.decompress(codec, body, max_decompressed_bytes))
+    elif len(body) > max_decompressed_bytes:
+        raise DecodeLimitExceeded(f"records of {len(body)} bytes, more than the limit of {max_decompressed_bytes}")
     if count > len(body) // 7 + 1:  # a record takes at least 7 bytes (length, attributes, 5 varints)
         raise _corrupt(f"record count {count} cannot fit in {len(body)} bytes")
     raw = body.obj if isinstance(body.obj, bytes) and body.nbytes == len(body.obj) else bytes(body)
@@ -147,13 +161,20 @@ def decode_batch(data: bytes | memoryview, *, max_decompressed_bytes: int) -> Ba
             end = _decode_records(raw, count, base_ts, last_delta, lists)
             if end != len(raw):
                 raise _corrupt(f"{len(raw) - end} bytes after the last of {count} records")
-            cols = (np.array(lists.offset_deltas, np.int64), np.array(lists.timestamps, np.int64),
+            try:
+                stamps = np.array(lists.timestamps, np.int64)  # Python ints: base + delta may exceed 64 bits
+            except OverflowError:
+                raise _corrupt(_TIMESTAMP_OVERFLOW) from None
+            cols = (np.array(lists.offset_deltas, np.int64), stamps,
                     pa.array(lists.keys, pa.binary()), pa.array(lists.values, pa.binary()),
                     pa.array([None if h is None else [{"key": k, "value": v} for k, v in h] for h in lists.headers],
                              HEADER_TYPE) if any(h is not None for h in lists.headers) else None)
     except IndexError:
         raise _corrupt("a record runs past the end of the batch") from None
-    return Batch(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, *cols)
+    except (OverflowError, ValueError):  # a field numpy or Arrow cannot hold (pyarrow's errors are ValueErrors)
+        raise _corrupt("a record field is out of range") from None
+    return Batch(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, *cols,
+                 records_bytes=len(raw))
 
 
 _U7 = np.uint64(0x7F)
@@ -230,28 +251,32 @@ def _decode_columns(raw: bytes, count: int, base_ts: int, last_delta: int):
     buf = np.frombuffer(raw + bytes(16), np.uint8)
     b = np.array(begins, np.int64)
     rec_len, p = _varints(buf, b, np.full(count, n, np.int64), "record length")
-    e = p + rec_len
-    if (rec_len < 6).any() or (e > n).any():
+    # Lengths are compared with the room left before they are added: int64 arithmetic wraps silently.
+    if (rec_len < 6).any() or (rec_len > n - p).any():
         raise _corrupt("a record length below 6 or past the batch's end")
+    e = p + rec_len
     p = p + 1  # past the record attributes
     ts_delta, p = _varints(buf, p, e, "timestamp delta")
+    if (ts_delta < _I64_MIN - min(base_ts, 0)).any() or (ts_delta > _I64_MAX - max(base_ts, 0)).any():
+        raise _corrupt(_TIMESTAMP_OVERFLOW)
     off_delta, p = _varints(buf, p, e, "offset delta")
-    if off_delta[0] < 0 or off_delta[-1] > last_delta or (count > 1 and (np.diff(off_delta) <= 0).any()):
+    # every delta within [0, last_delta] first, so that np.diff cannot wrap
+    if ((off_delta < 0) | (off_delta > last_delta)).any() or (count > 1 and (np.diff(off_delta) <= 0).any()):
         raise _corrupt(f"offset deltas are not increasing within [0, {last_delta}]")
     klen, p = _varints(buf, p, e, "key length")
     if (klen < -1).any():
         raise _corrupt("a key length below -1")
+    if (klen > e - p).any():
+        raise _corrupt("a key runs past its record's end")
     kstart = p
     p = p + np.maximum(klen, 0)
-    if (p > e).any():
-        raise _corrupt("a key runs past its record's end")
     vlen, p = _varints(buf, p, e, "value length")
     if (vlen < -1).any():
         raise _corrupt("a value length below -1")
+    if (vlen > e - p).any():
+        raise _corrupt("a value runs past its record's end")
     vstart = p
     p = p + np.maximum(vlen, 0)
-    if (p > e).any():
-        raise _corrupt("a value runs past its record's end")
     hcount, p = _varints(buf, p, e, "header count")
     if hcount.any():
         return None

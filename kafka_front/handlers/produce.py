@@ -1,15 +1,21 @@
 """Produce and InitProducerId, over the HTTP front's produce path (the same accumulator, producer state,
 sequence checks and errors).
 
-Per partition: every batch is split, CRC-checked and decoded (compressed
-records bounded by the listener's frame limit) before anything is queued, so a
-partition with one bad batch writes nothing; other partitions of the request
-are unaffected, as in Kafka.  Idempotent batches keep their producer id, epoch
-and base sequence; the committer checks them atomically with the commit.
-acks=1 and acks=-1 both answer after the commit (storage is the only replica);
-acks=0 answers nothing.  A transactional produce (the request names a
-transactional id) is staged with the transaction coordinator instead of
-appended: it answers offset -1, and its records get offsets when EndTxn commits.
+Per partition: every batch is split, CRC-checked and decoded before anything is
+queued, so a partition with one bad batch writes nothing; other partitions of
+the request are unaffected, as in Kafka.  What the records of one request decode
+to is bounded as a whole (:class:`_DecodeBudget`: the listener's frame limit,
+all batches of all partitions together), not per batch.  Idempotent batches
+keep their producer id, epoch and base sequence; the committer checks them
+atomically with the commit.  acks=1 and acks=-1 both answer after the commit
+(storage is the only replica); acks=0 answers nothing.  A transactional produce
+(the request names a transactional id) is staged with the transaction
+coordinator instead of appended: it answers offset -1, and its records get
+offsets when EndTxn commits.  Every failure is a partition's error code (a
+ProduceResponse has no top-level one): a storage failure is
+``KAFKA_STORAGE_ERROR`` (no path in its message), a full ``buffer.memory``
+``THROTTLING_QUOTA_EXCEEDED`` for the partitions of the topic refused (nothing
+of that topic is queued).
 """
 
 from __future__ import annotations
@@ -17,16 +23,18 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from lakelog.errors import (InvalidRequest, InvalidRequiredAcks, InvalidTopic, KafkaError,
+from lakelog.errors import (CorruptRecord, InvalidRequest, InvalidRequiredAcks, InvalidTopic, KafkaError,
                             TopicAuthorizationFailed, TransactionalIdAuthorizationFailed, UnknownTopicOrPartition)
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.writer.committer import PartitionBatch
 from lakelog.writer.records import validate_records
 
 from api.auth import CLUSTER, TOPIC, TRANSACTIONAL_ID
+from api.errors import unexpected_error
 from api.public_message import public_message
 
-from kafka_front.record_batch import decode_batch, split_batches
+from kafka_front.compression import DecodeLimitExceeded
+from kafka_front.record_batch import batch_codec, decode_batch, split_batches
 from kafka_front.record_table import batch_table
 from kafka_front.request import NO_RESPONSE
 
@@ -37,7 +45,9 @@ if TYPE_CHECKING:
     from kafka_front.context import FrontContext
     from kafka_front.request import Request
 
-INLINE_DECODE_BYTES = 256 << 10  # larger partitions decode in a worker thread, keeping the loop responsive
+# A request's records decode on the event loop only if they are uncompressed and this small in all (cheap);
+# anything larger, and any compressed batch whatever its size on the wire, in one worker-thread hop.
+INLINE_DECODE_BYTES = 256 << 10
 
 
 async def init_producer_id(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
@@ -62,13 +72,45 @@ async def _snapshot(ctx: "FrontContext", topic: str, partition: int) -> "TopicSn
     return snap
 
 
-def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", limit: int,
+class _DecodeBudget:
+    """What the records of one Produce request may decode to, every batch of every partition together: the
+    listener's frame limit (``max_request_bytes``), the bound a single batch had -- so a request of many small,
+    well-compressed batches holds no more decoded records than one frame's worth.  Bytes are charged as they are
+    decoded, kept or not (a partition failing on a later batch does not give them back), so the work is bounded
+    too.  Once a batch would exceed what is left, the budget is spent: that partition and the request's later
+    ones fail, and nothing of them is written.
+
+    The error is ``CORRUPT_MESSAGE`` (2), as for a single batch decompressing past the limit
+    (docs/kafka-clients.md, ``decompression-bomb``): Kafka has no bound on decoded size to copy, and answers
+    records it will not take in (InvalidRecordException) with CORRUPT_MESSAGE; its RECORD_LIST_TOO_LARGE means a
+    batch larger than a log segment and MESSAGE_TOO_LARGE one over ``max.message.bytes`` (the topic's own limit,
+    checked separately), neither of which is what was refused here."""
+
+    def __init__(self, total: int) -> None:
+        self.total = self.left = total
+        self.spent = False
+
+    def exceeded(self) -> CorruptRecord:
+        return CorruptRecord(f"the records of this Produce request decode to more than {self.total} bytes, all of "
+                             f"its batches together (the listener's max_request_bytes); nothing was written for "
+                             f"this partition")
+
+
+def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", budget: _DecodeBudget,
                       transactional: bool = False) -> list[PartitionBatch]:
-    """The partition's batches, decoded and validated; ``transactional``: the request's transactional id was
-    set, and every batch must say so (with its producer id), as Kafka's broker requires."""
+    """The partition's batches, decoded and validated, charged to the request's ``budget``; ``transactional``:
+    the request's transactional id was set, and every batch must say so (with its producer id), as Kafka's
+    broker requires."""
     out = []
     for raw in split_batches(records):
-        batch = decode_batch(raw, max_decompressed_bytes=limit)
+        if budget.spent:
+            raise budget.exceeded()
+        try:
+            batch = decode_batch(raw, max_decompressed_bytes=budget.left)
+        except DecodeLimitExceeded:
+            budget.left, budget.spent = 0, True
+            raise budget.exceeded() from None
+        budget.left -= batch.records_bytes
         if batch.control:
             raise InvalidRequest("a producer cannot write control batches")
         if batch.transactional != transactional or (transactional and batch.producer_id < 0):
@@ -84,22 +126,62 @@ def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", lim
     return out
 
 
-def _stage(ctx: "FrontContext", tid: str, staged: list) -> dict[tuple[str, int], KafkaError]:
-    """Stage a transactional request's batches with the coordinator; the partitions that failed, with why."""
-    failed = {}
+def _decode_all(todo: list, budget: _DecodeBudget, transactional: bool) -> list:
+    """Each ``(topic, partition, snapshot, records)`` of ``todo`` decoded in request order, one budget for all:
+    ``(topic, partition, its batches or the KafkaError that refused them)``."""
+    out = []
+    for topic, partition, snap, records in todo:
+        try:
+            got = _decode_partition(records, partition, snap, budget, transactional)
+        except KafkaError as e:
+            got = e
+        except Exception as e:  # a decoder bug must not cost the request its answers (no top-level error code)
+            got = unexpected_error(e, "Kafka Produce", f"{topic}-{partition} (decoding)")
+        out.append((topic, partition, got))
+    return out
+
+
+def _inline(todo: list) -> bool:
+    """Whether the request's records are cheap enough to decode on the event loop: uncompressed, and at most
+    ``INLINE_DECODE_BYTES`` in all."""
+    if sum(len(records) for *_, records in todo) > INLINE_DECODE_BYTES:
+        return False
+    for *_, records in todo:
+        try:
+            raws = split_batches(records)
+        except KafkaError:  # the decode reports it (a partition that does not split decodes nothing)
+            continue
+        if any(batch_codec(raw) for raw in raws):
+            return False
+    return True
+
+
+def _failure(ctx: "FrontContext", e: Exception, what: str) -> KafkaError:
+    """``e`` as a partition's error (a ProduceResponse has no top-level one), counted: a KafkaError as it is, a
+    storage failure as the retriable ``KAFKA_STORAGE_ERROR``, anything else ``UNKNOWN_SERVER_ERROR``; the
+    message names no path, exception or trace (those go to the server's log), as the HTTP front answers."""
+    err = e if isinstance(e, KafkaError) else unexpected_error(e, "Kafka Produce", what)
+    ctx.metrics.count_error(err)
+    return err
+
+
+def _stage(ctx: "FrontContext", tid: str, staged: list) -> dict[tuple[str, int], Exception]:
+    """Stage a transactional request's batches with the coordinator; the partitions that failed, with why (a
+    KafkaError, or what the store raised)."""
+    failed: dict[tuple[str, int], Exception] = {}
     for topic, partition, batches in staged:
         try:
             for b in batches:
                 ctx.transactions.stage_batch(tid, b, topic)
-        except KafkaError as e:
+        except Exception as e:
             failed[(topic, partition)] = e
     return failed
 
 
 async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     req = rq.body
-    answers: dict[tuple[str, int], dict] = {}
-    queued: list[tuple[str, list[PartitionBatch]]] = []
+    answers: dict[tuple[str, int], dict] = {}  # in request order: a partition's entry is made when it is met
+    todo: list[tuple[str, int, "TopicSnapshot", bytes]] = []  # the partitions that passed the checks, to decode
     staged: list[tuple[str, int, list[PartitionBatch]]] = []  # a transactional request's batches, per partition
     tid = req.transactional_id
     if tid is not None and not ctx.authorizer.allowed(conn.principal, "Write", TRANSACTIONAL_ID, tid):
@@ -111,8 +193,8 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
         fail = None
     for td in req.topic_data:
         topic = td.name
-        batches: list[PartitionBatch] = []
         for pd in td.partition_data:
+            answers[(topic, pd.index)] = {}
             try:
                 if fail is not None:
                     raise fail
@@ -122,43 +204,52 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
                 if not ctx.authorizer.allowed(conn.principal, "Write", TOPIC, topic):
                     raise TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {topic!r}")
                 snap = await _snapshot(ctx, topic, pd.index)
-                data = pd.records or b""
-                if len(data) > INLINE_DECODE_BYTES:
-                    got = await asyncio.to_thread(_decode_partition, data, pd.index, snap, ctx.max_frame_bytes,
-                                                  tid is not None)
-                else:
-                    got = _decode_partition(data, pd.index, snap, ctx.max_frame_bytes, tid is not None)
-                if tid is not None:  # held by the coordinator until EndTxn: no offset yet (docs/kafka-clients.md)
-                    staged.append((topic, pd.index, got))
-                    answers[(topic, pd.index)] = {"count": len(got), "base_offset": -1}
-                    continue
-                batches.extend(got)
-                answers[(topic, pd.index)] = {"count": len(got)}
-            except KafkaError as e:
-                ctx.metrics.count_error(e)
-                answers[(topic, pd.index)] = {"error": e}
-        if batches:
-            queued.append((topic, batches))
+                todo.append((topic, pd.index, snap, pd.records or b""))
+            except Exception as e:  # a KafkaError, or the store failed reading the topic's metadata
+                answers[(topic, pd.index)] = {"error": _failure(ctx, e, f"{topic}-{pd.index} (metadata)")}
+    budget = _DecodeBudget(ctx.max_frame_bytes)  # one for the whole request
+    if _inline(todo):
+        decoded = _decode_all(todo, budget, tid is not None)
+    else:
+        decoded = await asyncio.to_thread(_decode_all, todo, budget, tid is not None)
+    queued: dict[str, list[PartitionBatch]] = {}
+    for topic, partition, got in decoded:
+        if isinstance(got, KafkaError):
+            ctx.metrics.count_error(got)
+            answers[(topic, partition)] = {"error": got}
+        elif tid is not None:  # held by the coordinator until EndTxn: no offset yet (docs/kafka-clients.md)
+            staged.append((topic, partition, got))
+            answers[(topic, partition)] = {"count": len(got), "base_offset": -1}
+        else:
+            queued.setdefault(topic, []).extend(got)
+            answers[(topic, partition)] = {"count": len(got)}
     if staged:  # one worker-thread hop for the whole request
         failed = await asyncio.to_thread(_stage, ctx, tid, staged)
-        for key, e in failed.items():
-            ctx.metrics.count_error(e)
-            answers[key] = {"error": e}
+        for (topic, partition), e in failed.items():
+            answers[(topic, partition)] = {"error": _failure(ctx, e, f"{topic}-{partition} (staging)")}
     # Unknown or fenced producer ids are refused before anything is queued.  A non-transactional id that passed
     # once on this connection stays valid (only transactional epochs move), so it is not read again.
-    unchecked = {(b.producer_id, b.producer_epoch) for _, bs in queued for b in bs if b.idempotent} - conn.producers
+    unchecked = {(b.producer_id, b.producer_epoch) for bs in queued.values() for b in bs if b.idempotent}
+    unchecked -= conn.producers
     try:
         if unchecked:
             transactional = await asyncio.to_thread(lambda: {p: ctx.log.registry.check(*p) for p in unchecked})
             conn.producers.update(p for p, tx in transactional.items() if not tx)
-    except KafkaError as e:  # an unknown or fenced producer id: nothing of the request is written
-        ctx.metrics.count_error(e)
-        for t, bs in queued:
+    except Exception as e:  # an unknown or fenced producer id, or the store failed: nothing of the request is written
+        err = _failure(ctx, e, "(producer ids)")
+        for topic, bs in queued.items():
             for b in bs:
-                answers[(t, b.partition)] = {"error": e}
-        queued = []
+                answers[(topic, b.partition)] = {"error": err}
+        queued = {}
+    futures = []
     async with rq.in_order():  # appends in request order: idempotent sequences depend on it
-        futures = [(t, bs, ctx.accumulator.append(t, bs)) for t, bs in queued]
+        for topic, bs in queued.items():
+            try:  # buffer.memory full, or the accumulator closed: this topic's batches are not queued
+                futures.append((topic, bs, ctx.accumulator.append(topic, bs)))
+            except KafkaError as e:
+                ctx.metrics.count_error(e)
+                for b in bs:
+                    answers[(topic, b.partition)] = {"error": e}
     if req.acks == 0:
         for _, _, f in futures:
             f.add_done_callback(lambda f: [ctx.metrics.count_error(r) for r in f.result() if isinstance(r, KafkaError)])
