@@ -177,23 +177,24 @@ def row_body_too_large(http, t):
     return lambda: http.post(f"/v1/topics/{t}/records", json={"records": [{"value": "x" * (MAX_REQUEST_BYTES + 10)}]})
 
 
+def _chunked_over_the_limit(head: bytes, tail: bytes):
+    """A JSON body, chunked (no Content-Length), with a string value that takes it past the limit."""
+    yield head
+    for _ in range(MAX_REQUEST_BYTES // 65536 + 2):
+        yield b"x" * 65536
+    yield tail
+
+
 def row_body_too_large_chunked(http, t):
-    def chunks():
-        yield b'{"records": [{"value": "'
-        for _ in range(MAX_REQUEST_BYTES // 65536 + 2):
-            yield b"x" * 65536
-        yield b'"}]}'
-    return lambda: http.post(f"/v1/topics/{t}/records", content=chunks(), headers={"content-type": "application/json"})
+    return lambda: http.post(f"/v1/topics/{t}/records", content=_chunked_over_the_limit(b'{"records": [{"value": "',
+                                                                                       b'"}]}'),
+                             headers={"content-type": "application/json"})
 
 
 def row_create_body_too_large_chunked(http, t):
     """A route whose body FastAPI parses (it used to answer its own 400 for the limit's error)."""
-    def chunks():
-        yield b'{"name": "too-large-chunked", "partitions": 1, "configs": {"x": "'
-        for _ in range(MAX_REQUEST_BYTES // 65536 + 2):
-            yield b"x" * 65536
-        yield b'"}}'
-    return lambda: http.post("/v1/topics", content=chunks(), headers={"content-type": "application/json"})
+    body = _chunked_over_the_limit(b'{"name": "too-large-chunked", "partitions": 1, "configs": {"x": "', b'"}}')
+    return lambda: http.post("/v1/topics", content=body, headers={"content-type": "application/json"})
 
 
 def row_wrong_content_type(http, t):

@@ -2,12 +2,15 @@
 
 * ``kafka_front`` -- one front per session (HTTP and Kafka listener) on a local root; tests use their own topics;
 * ``bootstrap`` -- its Kafka address (``127.0.0.1:PORT``); ``http`` -- an httpx client of its HTTP side;
-* ``topic`` -- a fresh 2-partition topic.
+* ``topic`` -- a fresh 2-partition topic;
+* ``failing_store`` -- a front of its own on a moto root behind the fault proxy (no retries by the store's
+  client), as ``(front, proxy, prefix)``, for storage failures.
 """
 
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
 from front_process import Front, free_port, new_topic  # noqa: E402
+from s3_server import BUCKET, CREDS  # noqa: E402
 
 MAX_FRAME_BYTES = 2 << 20  # the shared front's request limit (and bound on what a batch decompresses to)
 
@@ -52,3 +56,16 @@ def http(kafka_front):
 @pytest.fixture
 def topic(http) -> str:
     return new_topic(http)
+
+
+@pytest.fixture
+def failing_store(s3_endpoint, tmp_path):
+    from bench.s3_proxy import S3FaultProxy
+
+    proxy = S3FaultProxy(s3_endpoint).start()
+    env = {**CREDS, "AWS_ENDPOINT_URL": proxy.url, "AWS_ALLOW_HTTP": "true", "AWS_MAX_ATTEMPTS": "1"}
+    prefix = f"kafka-faults-{uuid.uuid4().hex[:8]}"
+    front = kafka_front_process(f"s3://{BUCKET}/{prefix}", tmp_path, env=env).start()
+    yield front, proxy, prefix
+    front.kill()
+    proxy.stop()

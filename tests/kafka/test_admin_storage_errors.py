@@ -10,30 +10,14 @@ import uuid
 
 import pytest
 
-from front_process import Front, free_port
 from wire_client import WireClient
 from bench.s3_proxy import S3FaultProxy
+from s3_server import BUCKET
 
-BUCKET = "lakelog-test"
 METADATA, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 3, 19, 20, 21
 DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
 TOPIC_RESOURCE, OP_SET = 2, 0
 KAFKA_STORAGE_ERROR = 56
-
-
-@pytest.fixture
-def failing_store(s3_endpoint, tmp_path):
-    proxy = S3FaultProxy(s3_endpoint).start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.url, "AWS_ALLOW_HTTP": "true",
-           "AWS_MAX_ATTEMPTS": "1"}
-    prefix = f"kafka-admin-faults-{uuid.uuid4().hex[:8]}"
-    kafka = f"127.0.0.1:{free_port()}"
-    front = Front(f"s3://{BUCKET}/{prefix}", tmp_path, env=env, args=("--kafka-listener", kafka)).start()
-    front.bootstrap = kafka
-    yield front, proxy, prefix
-    front.kill()
-    proxy.stop()
 
 
 def clean(message: str | None, prefix: str, proxy: S3FaultProxy) -> None:

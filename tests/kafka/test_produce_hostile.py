@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import struct
 import time
-import uuid
 
 import pytest
 from crc32c import crc32c
 
 from conftest import kafka_front_process
-from front_process import Front, free_port, new_topic
+from front_process import new_topic
 from kafka_front.record_batch import compressed_batch, encode_batch
 from wire_client import WireClient
 
@@ -182,23 +181,6 @@ def test_full_buffer_memory_refuses_that_topic_and_answers_the_others(small_buff
         while hw(http, fits) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert (hw(http, fits), hw(http, too_big, 0)) == (2, 0)
-
-
-@pytest.fixture
-def failing_store(s3_endpoint, tmp_path):
-    from bench.s3_proxy import S3FaultProxy
-
-    proxy = S3FaultProxy(s3_endpoint).start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.url, "AWS_ALLOW_HTTP": "true",
-           "AWS_MAX_ATTEMPTS": "1"}
-    prefix = f"produce-faults-{uuid.uuid4().hex[:8]}"
-    kafka = f"127.0.0.1:{free_port()}"
-    f = Front(f"s3://lakelog-test/{prefix}", tmp_path, env=env, args=("--kafka-listener", kafka)).start()
-    f.bootstrap = kafka
-    yield f, proxy, prefix
-    f.kill()
-    proxy.stop()
 
 
 def test_a_failing_store_is_each_partitions_storage_error(failing_store):
