@@ -103,11 +103,6 @@ def _corrupt(why: str) -> CorruptRecord:
     return CorruptRecord(f"malformed record batch: {why}")
 
 
-def batch_codec(batch: bytes | memoryview) -> int:
-    """The compression codec of one batch as cut by :func:`split_batches` (0: none), from its attributes."""
-    return batch[CRC_START + 1] & COMPRESSION_MASK
-
-
 def split_batches(data: bytes | memoryview) -> list[memoryview]:
     """The batches of a produce partition's ``records`` field; each must be whole and of magic 2."""
     mv = memoryview(data)
