@@ -121,6 +121,7 @@ class Polling(threading.Thread):
         self.consumer, self.topics, self.events = consumer, topics, events
         self.halt = threading.Event()
         self.records = 0
+        self.positioned: set = set()  # the assigned partitions whose position this consumer knows
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -130,10 +131,21 @@ class Polling(threading.Thread):
             while not self.halt.is_set():
                 for records in self.consumer.poll(timeout_ms=100).values():
                     self.records += len(records)
+                self.positioned = self._positioned()
         except BaseException as e:
             self.error = e
         finally:
             self.consumer.close()
+
+    def _positioned(self) -> set:
+        known = set()
+        for tp in self.consumer.assignment():
+            try:
+                self.consumer.position(tp)  # a new assignment's first position comes from the group's commits
+            except Exception:
+                continue
+            known.add(tp)
+        return known
 
     def stop(self) -> None:
         self.halt.set()
@@ -219,11 +231,14 @@ def test_front_restart_members_recover_and_offsets_survive(start_group_front):
 
             # The coordinator is Stable once the leader's assignment is synced, which may be before a member has
             # applied its share: killed then, an eager member that revoked for the rebalance holds nothing to
-            # read during the outage (as in Kafka). So wait until both members hold their partitions.
+            # read during the outage (as in Kafka). Nor can a member that holds partitions but has not yet read
+            # their committed offsets from the coordinator start them. So wait until both members hold their
+            # partitions and know their positions.
             def both_hold_their_partitions():
                 last = {name: (kind, set(tps)) for name, kind, tps in events}
-                held = [tps for kind, tps in last.values() if kind == "assign"]
-                return len(held) == 2 and sum(len(tps) for tps in held) == 4 and all(held)
+                held = {name: tps for name, (kind, tps) in last.items() if kind == "assign"}
+                return (len(held) == 2 and sum(len(tps) for tps in held.values()) == 4 and all(held.values())
+                        and all(m.positioned == held.get(m.name) for m in members))
 
             wait_until(both_hold_their_partitions, what="both members to hold their partitions")
         front.kill()  # SIGKILL: the coordinator's state must come back from __consumer_offsets
