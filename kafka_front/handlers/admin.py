@@ -17,10 +17,10 @@ from lakelog.storage.topic_config import TOPIC_CONFIGS, validate_configs
 from lakelog.storage.topic_name import validate_topic_name
 
 from api.auth import CLUSTER, TOPIC
-from api.errors import unexpected_error
 from api.public_message import public_message
 from api.services import topics as topic_service
 
+from kafka_front.entry_error import entry_error
 from kafka_front.handlers.cluster import topic_uuid
 
 if TYPE_CHECKING:
@@ -42,17 +42,6 @@ def _allowed(ctx: "FrontContext", conn: "Connection", operation: str, topic: str
 def _error(entry: dict, e: KafkaError) -> dict:
     entry.update(error_code=e.code, error_message=public_message(e.message))
     return entry
-
-
-def _failed(ctx: "FrontContext", e: Exception, api: str, name: object) -> KafkaError:
-    """The Kafka error an entry of ``api`` (about ``name``) answers for ``e``, counted: a KafkaError as it is, a
-    failing store as the retriable ``KAFKA_STORAGE_ERROR``, anything else ``UNKNOWN_SERVER_ERROR``, as the HTTP
-    front's (:func:`api.errors.unexpected_error`: the exception's text and trace go to the server's log only).
-    Per entry: these responses have no top-level error code, so an exception let through left the client an
-    empty response."""
-    error = e if isinstance(e, KafkaError) else unexpected_error(e, f"Kafka {api}", str(name))
-    ctx.metrics.count_error(error)
-    return error
 
 
 async def create_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
@@ -84,7 +73,7 @@ async def create_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") 
                 entry.update(num_partitions=len(desc.partitions), replication_factor=1,
                              topic_id=topic_uuid(desc.topic_id))
         except Exception as e:
-            _error(entry, _failed(ctx, e, "CreateTopics", t.name))
+            _error(entry, entry_error(ctx, e, "CreateTopics", t.name))
         out.append(entry)
     return {"topics": out}
 
@@ -101,7 +90,7 @@ async def delete_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") 
             _allowed(ctx, conn, "Delete", name)
             await asyncio.to_thread(topic_service.delete_topic, ctx.log, ctx.metadata, name)
         except Exception as e:
-            _error(entry, _failed(ctx, e, "DeleteTopics", name))
+            _error(entry, entry_error(ctx, e, "DeleteTopics", name))
         out.append(entry)
     return {"responses": out}
 
@@ -122,7 +111,7 @@ async def create_partitions(ctx: "FrontContext", conn: "Connection", rq: "Reques
             if not req.validate_only:
                 await asyncio.to_thread(topic_service.alter_topic, ctx.log, ctx.metadata, t.name, None, t.count)
         except Exception as e:
-            _error(entry, _failed(ctx, e, "CreatePartitions", t.name))
+            _error(entry, entry_error(ctx, e, "CreatePartitions", t.name))
         out.append(entry)
     return {"results": out}
 
@@ -147,7 +136,7 @@ async def describe_configs(ctx: "FrontContext", conn: "Connection", rq: "Request
                  "config_type": 0, "documentation": TOPIC_CONFIGS[k].doc if k in TOPIC_CONFIGS else None}
                 for k, v in sorted(desc.configs.items()) if keys is None or k in keys]
         except Exception as e:
-            _error(entry, _failed(ctx, e, "DescribeConfigs", r.resource_name))
+            _error(entry, entry_error(ctx, e, "DescribeConfigs", r.resource_name))
         out.append(entry)
     return {"results": out}
 
@@ -178,7 +167,7 @@ async def incremental_alter_configs(ctx: "FrontContext", conn: "Connection", rq:
                 await asyncio.to_thread(topic_service.alter_topic, ctx.log, ctx.metadata, r.resource_name, configs,
                                         None)
         except Exception as e:
-            _error(entry, _failed(ctx, e, "IncrementalAlterConfigs", r.resource_name))
+            _error(entry, entry_error(ctx, e, "IncrementalAlterConfigs", r.resource_name))
         out.append(entry)
     return {"responses": out}
 
@@ -198,7 +187,7 @@ async def delete_records(ctx: "FrontContext", conn: "Connection", rq: "Request")
                 entry["low_watermark"] = await asyncio.to_thread(
                     topic_service.delete_records, ctx.log, ctx.metadata, t.name, p.partition_index, offset)
             except Exception as e:
-                entry["error_code"] = _failed(ctx, e, "DeleteRecords", t.name).code
+                entry["error_code"] = entry_error(ctx, e, "DeleteRecords", t.name).code
             parts.append(entry)
         out.append({"name": t.name, "partitions": parts})
     return {"topics": out}

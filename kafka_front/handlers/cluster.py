@@ -12,9 +12,9 @@ from lakelog.storage.partition_lease import lease_app, unpack
 from lakelog.storage.topic_name import is_internal
 
 from api.auth import TOPIC
-from api.errors import unexpected_error
 
 from kafka_front.context import CLUSTER_ID, NODE_ID
+from kafka_front.entry_error import entry_error
 
 if TYPE_CHECKING:
     from kafka_front.connection import Connection
@@ -69,9 +69,7 @@ async def metadata(ctx: "FrontContext", conn: "Connection", rq: "Request") -> di
             topics.append({"name": name, "error_code": e.code, "partitions": []})
             continue
         except Exception as e:  # a failing store: this topic's KAFKA_STORAGE_ERROR, the others answered
-            error = unexpected_error(e, "Kafka Metadata", name)
-            ctx.metrics.count_error(error)
-            topics.append({"name": name, "error_code": error.code, "partitions": []})
+            topics.append({"name": name, "error_code": entry_error(ctx, e, "Metadata", name).code, "partitions": []})
             continue
         topics.append({"name": name, "error_code": 0, "topic_id": topic_uuid(snap.topic_id),
                        "is_internal": False,

@@ -80,7 +80,8 @@ def hw(http, topic: str, partition: int = 0) -> int:
 
 
 @pytest.fixture(scope="module")
-def front(tmp_path_factory):
+def kafka_front(tmp_path_factory):
+    """This module's front (conftest's ``http`` and ``bootstrap`` use it): a frame limit of its own."""
     f = kafka_front_process(str(tmp_path_factory.mktemp("hostile-root") / "root"),
                             tmp_path_factory.mktemp("hostile-logs"),
                             env={"LAKELOG_MAX_REQUEST_BYTES": str(FRAME_LIMIT)})
@@ -90,18 +91,12 @@ def front(tmp_path_factory):
 
 
 @pytest.fixture
-def http(front):
-    with front.client() as c:
-        yield c
-
-
-@pytest.fixture
-def wire(front):
-    with WireClient(front.bootstrap) as w:
+def wire(bootstrap):
+    with WireClient(bootstrap) as w:
         yield w
 
 
-def test_decoded_size_is_bounded_per_request_not_per_batch(front, wire, http):
+def test_decoded_size_is_bounded_per_request_not_per_batch(wire, http):
     a, b = new_topic(http), new_topic(http, partitions=1)
     small = batch([b"\0" * 60_000], codec=ZSTD)
     piece = batch([b"\0" * 200_000], codec=ZSTD)  # each well under the limit alone, six over it together
