@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from urllib.parse import urlsplit
 
 from lakelog.cli.global_options import key_values
 
@@ -62,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
         buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes, node_id=args.node_id,
         kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
+    if settings.advertised_url is not None:
+        url = urlsplit(settings.advertised_url)
+        if url.scheme not in ("http", "https") or not url.hostname or is_unspecified_address(url.hostname) \
+                or url.path not in ("", "/") or url.query or url.fragment:
+            print(f"error: --advertised-url {settings.advertised_url!r} is not http://HOST:PORT of an address other "
+                  "fronts and clients can connect to", file=sys.stderr)
+            return 2
     if settings.node_id is not None and settings.advertised_url is None and is_unspecified_address(settings.host):
         # other fronts hand their commits to this URL and clients are sent to it: it must be one they can reach
         print(f"error: --host {settings.host} names every interface, which other fronts and clients cannot "

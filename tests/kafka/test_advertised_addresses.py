@@ -44,6 +44,16 @@ def test_serve_refuses_to_give_out_an_address_that_binds_every_interface(tmp_pat
     assert not (tmp_path / "root").exists()  # refused before anything was written
 
 
+@pytest.mark.parametrize("url", ["http://0.0.0.0:8080", "http://[::]:8080", "ftp://front-1:8080", "front-1:8080",
+                                 "http://front-1:8080/v1?x=1", "http://:8080", ""])
+def test_serve_refuses_an_advertised_url_nobody_can_connect_to(tmp_path, url):
+    done = serve(tmp_path, "--node-id", "1", "--advertised-url", url)
+    assert done.returncode == 2, done.stderr
+    assert "error: --advertised-url" in done.stderr and "can connect to" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "root").exists()
+
+
 def test_a_front_bound_to_every_interface_gives_out_its_advertised_url(tmp_path):
     port, kafka_port = free_port(), free_port()
     advertised = f"http://127.0.0.1:{port}"
