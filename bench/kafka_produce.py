@@ -72,10 +72,13 @@ def _values(n: int, size: int = VALUE_BYTES) -> list[bytes]:
 
 def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0, config: dict | None = None,
                       warm_up: bool = False, on_start: Callable[[], None] | None = None,
-                      value_bytes: int = VALUE_BYTES) -> tuple[float, list[float]]:
+                      value_bytes: int = VALUE_BYTES,
+                      progress: list[tuple[float, int]] | None = None) -> tuple[float, list[float]]:
     """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends; ``config`` overrides the
     producer's settings; ``warm_up`` starts the clock of an unpaced run only once the client is ready (as a paced
-    run's always does); ``on_start`` is called when the clock starts; records carry ``value_bytes`` each."""
+    run's always does); ``on_start`` is called when the clock starts; records carry ``value_bytes`` each;
+    ``progress`` (unpaced runs) gets (CLOCK_MONOTONIC s, records acknowledged so far) from the clock's start to
+    the last acknowledgement, about every 20 ms: librdkafka's queue length, no callback per record."""
     from confluent_kafka import Producer
 
     # Throughput runs ask librdkafka for failed deliveries only (delivery.report.only.error): a Python callback
@@ -118,6 +121,8 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
     if on_start is not None:
         on_start()
     started = time.perf_counter()
+    if progress is not None:
+        progress.append((time.monotonic(), 0))
     if interval_s:
         i = 0
         while i < n:
@@ -141,6 +146,13 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
                     p.poll(0.001)
             if i % 1000 == 0:
                 p.poll(0)
+                if progress is not None:
+                    progress.append((time.monotonic(), i + 1 - len(p)))
+    if progress is not None:  # the flush in slices: len(p) is what is not acknowledged yet
+        deadline = time.monotonic() + 300
+        while (left := p.flush(0.02)) and time.monotonic() < deadline:
+            progress.append((time.monotonic(), n - left))
+        progress.append((time.monotonic(), n - left))
     assert p.flush(300) == 0 and not errors, errors[:3]
     return n / (time.perf_counter() - started), latencies
 

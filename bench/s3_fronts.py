@@ -2,15 +2,17 @@
 
 One root on moto behind :class:`bench.s3_proxy.S3FaultProxy` with the ``s3-standard`` profile; a 16-partition
 topic; ``lakelog serve --node-id N --kafka-listener ...`` fronts (one, then two, fresh each repeat and
-interleaved), partition leases balanced between them before the load starts; with two, the holder of
-partition 0's lease makes the topic's commits and the other hands it its own (writer/commit_handoff.py).  The
-load: ``PRODUCERS`` librdkafka producer processes (idempotent, lz4, linger.ms 5, acks=all), bootstrapped with
-every front, so each sends every partition's records to its leader.  Records/s from the first timed produce to
-the last flush, the producers' clocks started together once each is connected, has a leader for every partition
-and its producer id, and has had a record acknowledged by every partition's leader (as the paced runs of
-bench/kafka_produce.py are warmed up); the fronts' counters and every process's CPU are read over that timed
-part only.  Median of the repeats (2 x repeats - 1 for the goal's load); the ratio two/one is the figure, for
-each of :data:`LOADS`.
+interleaved), partition leases balanced between them before the load starts; with two, the holder of partition
+0's lease makes the topic's commits and the other hands it its own (writer/commit_handoff.py). The load:
+``PRODUCERS`` librdkafka producer processes (idempotent, lz4, linger.ms 5, acks=all), bootstrapped with every
+front, so each sends every partition's records to its leader. The figure is the steady state's records/s
+(:data:`STEADY`, :mod:`bench.steady_state`: a window from the producers' acknowledged counts, the fronts'
+committed records over it at the slower front's pace), and beside it the whole run's, from the first timed
+produce to the last flush, the producers' clocks started together once each is connected, has a leader for every
+partition and its producer id, and has had a record acknowledged by every partition's leader (as the paced runs
+of bench/kafka_produce.py are warmed up); the fronts' counters and every process's CPU are read over that timed
+part only. Median of the repeats (2 x repeats - 1 for the goal's load); the ratio two/one in the steady state is
+the figure, for each of :data:`LOADS`.
 
 The machine has 2 cores that the fronts, moto, the proxy and the producers share: the profile's latency,
 not the CPU, must be what limits one front for the comparison to mean anything (the goal's load is the
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 
 from bench import BenchContext, BenchResult, Goal, md_table, median
+from bench.steady_state import rate_over, window
 
 TITLE = "Several fronts on one S3 root: two fronts vs one (S3 Standard latency)"
 PARTITIONS = 16
@@ -57,6 +61,10 @@ GOAL_LOAD = "latency-bound, 1 KB records"
 # against 915-926, and the end of the run, with fewer requests in flight, weighed more in the two-front runs,
 # which are shorter: 1.44x against 1.58x in the same interleaved pairs (by hand, 2026-11-26 18:38)
 RUN_BYTES = 600_000_000
+# The steady state: from this share of the run's records acknowledged to that one (bench/steady_state.py)
+STEADY = (0.2, 0.8)
+# How often each front's committed records are read in a run (a /metrics request to it, a few ms of its CPU)
+POLL_S = 0.5
 
 
 def _settings(config: dict) -> str:
@@ -65,10 +73,11 @@ def _settings(config: dict) -> str:
 
 def _produce(bootstrap: str, topic: str, n: int, config: dict, value_bytes: int, ready, go, out) -> None:
     """One producer process: warms up, says it is ready, waits for ``go``, produces ``n`` records; puts (clock
-    start, end, CPU seconds between) on ``out``, in CLOCK_MONOTONIC, which is comparable between processes."""
+    start, end, CPU seconds between, (time, records acknowledged) samples) on ``out``, in CLOCK_MONOTONIC, which
+    is comparable between processes."""
     from bench.kafka_produce import _own_cpu, confluent_produce
 
-    marks = []
+    marks, progress = [], []
 
     def start() -> None:
         ready.put(None)
@@ -76,8 +85,8 @@ def _produce(bootstrap: str, topic: str, n: int, config: dict, value_bytes: int,
         marks.append((time.monotonic(), _own_cpu()))
 
     confluent_produce(bootstrap, topic, n, config={**PRODUCER, **config}, warm_up=True, on_start=start,
-                      value_bytes=value_bytes)
-    out.put((marks[0][0], time.monotonic(), _own_cpu() - marks[0][1]))
+                      value_bytes=value_bytes, progress=progress)
+    out.put((marks[0][0], time.monotonic(), _own_cpu() - marks[0][1], progress))
 
 
 def _machine_busy_s() -> float:
@@ -91,6 +100,22 @@ def _machine_busy_s() -> float:
 def _produce_requests(front) -> tuple[float, float]:
     """(Produce requests the front answered, their summed latency in s)."""
     return front.histogram("lakelog_kafka_request_duration_seconds", "api").get("Produce", (0.0, 0.0))
+
+
+def _poll_committed(fronts, curves: list[list[tuple[float, float]]], stop) -> None:
+    """Samples each front's records committed to the load's topic (``lakelog_records_in_total``, its own appends,
+    handed-over ones included) into its curve every :data:`POLL_S`, once more after *stop* is set."""
+    import httpx
+
+    with httpx.Client(timeout=30) as http:
+        while True:
+            for front, curve in zip(fronts, curves):
+                t = time.monotonic()
+                value = front.counter("lakelog_records_in", http, topic="load")
+                curve.append(((t + time.monotonic()) / 2, value))
+            if stop.is_set():
+                return
+            stop.wait(POLL_S)
 
 
 def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
@@ -141,11 +166,19 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         stages0 = [f.histogram(STAGES, "stage") for f in fronts]
         cpu0 = [_cpu_seconds(f.proc.pid) for f in fronts]
         moto0, bench0, machine0 = _cpu_seconds(moto.proc.pid), _own_cpu(), _machine_busy_s()
+        committed, stop = [[] for _ in fronts], threading.Event()
+        poller = threading.Thread(target=_poll_committed, args=(fronts, committed, stop), daemon=True)
+        poller.start()
         started = time.perf_counter()
         go.set()
+        # the reports before the joins: a producer's report outgrows a pipe's buffer, and its process cannot end
+        # until it is read
+        reports = [out.get(timeout=600) for _ in procs]
         for p in procs:
             p.join(600)
         wall = time.perf_counter() - started
+        stop.set()
+        poller.join()
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
         cpu = sum(_cpu_seconds(f.proc.pid) - c for f, c in zip(fronts, cpu0))
         requests = [tuple(b - a for a, b in zip(r0, _produce_requests(f))) for f, r0 in zip(fronts, requests0)]
@@ -158,7 +191,6 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # The committer front is the one that made the commits (the holder of partition 0's lease, which can move
         # under load), the other handed its over: judged by what each did, not by who led at the start
         committer = 1 + max(range(fronts_n), key=lambda i: made(i, "commit") - made(i, "handoff"))
-        reports = [out.get(timeout=10) for _ in procs]
         # From the first producer's first timed record to the last one's flush: not the processes' start-up
         # (imports), nor the clients' (connections, metadata, producer id: 0.6 s under S3 Standard latency with
         # producer ids claimed ahead, 0.5 s of it librdkafka's retry timer for the producer id, by hand on
@@ -169,7 +201,14 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # latency, so the two-front ratio splits into those three factors (printed with the table)
         count, latency_s = sum(r[0] for r in requests), sum(r[1] for r in requests)
         other = [r for node, r in enumerate(requests, 1) if node != committer]
-        return {"records_per_s": per * PRODUCERS / span, "front_cpu_s": cpu, "wall_s": wall,
+        # The steady state: the producers' middle, at the slower front's pace -- records spread evenly over the
+        # partitions go only as fast as the slower front takes its half (the faster one, ahead in the middle of
+        # a fixed-size run, would in a stream empty its share of the producers' buffers and wait)
+        start, end = window([r[3] for r in reports], *STEADY)
+        fronts_rate = [rate_over(c, start, end) for c in committed]
+        return {"records_per_s": per * PRODUCERS / span, "steady_records_per_s": fronts_n * min(fronts_rate),
+                "fronts_spread": max(fronts_rate) / min(fronts_rate),
+                "front_cpu_s": cpu, "wall_s": wall,
                 "stages": {"one front" if fronts_n == 1 else "committer front" if node == committer else
                            "other front": means for node, means in enumerate(stages, 1)},
                 "in_flight": latency_s / span, "records_per_request": per * PRODUCERS / count,
@@ -215,14 +254,16 @@ def run(ctx: BenchContext) -> BenchResult:
             return median([r[key] / r["wall_s"] for r in runs])
         return median([r[key] for r in runs])
 
-    rows, ratios, little = [], {}, []
+    rows, ratios, wholes, little = [], {}, {}, []
     for load in LOADS:
-        one = med("records_per_s", load, 1)
-        ratios[load] = med("records_per_s", load, 2) / one if one else 0.0
+        one, one_whole = med("steady_records_per_s", load, 1), med("records_per_s", load, 1)
+        ratios[load] = med("steady_records_per_s", load, 2) / one if one else 0.0
+        wholes[load] = med("records_per_s", load, 2) / one_whole if one_whole else 0.0
         for n in (1, 2):
-            rate = med("records_per_s", load, n)
+            rate, whole = med("steady_records_per_s", load, n), med("records_per_s", load, n)
             rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{rate * LOADS[load][1] / 1e6:.1f}",
-                         f"{rate / one:.2f}x" if one else "-",
+                         f"{rate / one:.2f}x" if one else "-", f"{whole:,.0f}",
+                         f"{whole / one_whole:.2f}x" if one_whole else "-",
                          *(f"{med(k, load, n):.2f}" for k in ("front_cpu_s", "moto_cpu_s", "proxy_cpu_s",
                                                               "producers_cpu_s")),
                          f"{med('machine_cpu_s', load, n):.2f} of 2"])
@@ -237,14 +278,24 @@ def run(ctx: BenchContext) -> BenchResult:
     text = (f"{PRODUCERS} librdkafka producer processes; per run, the same bytes of record values in every load ("
             f"{', '.join(f'{records[load]:,} records of {size:,} B' for load, (_, size) in LOADS.items())}); a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
-            f"{goal_repeats} interleaved runs ({GOAL_LOAD}) and {ctx.repeats} (the others); records/s from the "
-            f"first producer's first timed record to the last one's flush (the producers start together, each "
-            f"connected, with a leader for every partition and a record acknowledged by each; the fronts' counters "
-            f"and the CPU are read over that timed part). Producers: "
+            f"{goal_repeats} interleaved runs ({GOAL_LOAD}) and {ctx.repeats} (the others). The figure is the steady "
+            f"state: from the moment the producers together have had {STEADY[0]:.0%} of the run's records "
+            f"acknowledged to the moment they have had {STEADY[1]:.0%} (bench/steady_state.py, from each "
+            f"producer's count of acknowledged records every 20 ms), what the fronts committed (each read every "
+            f"{POLL_S} s), at the slower front's pace: the number of fronts times the slower one's records/s, "
+            f"since records spread evenly over the partitions go only as fast as the slower front takes its half. "
+            f"A fixed-size run also has a start, in which the producer processes fill their queues on the 2 cores "
+            f"the fronts use, and an end, in which each partition's last batch is partial; a stream has neither, "
+            f"and they cost the shorter two-front run more of its time. The whole run alongside: from the first "
+            f"producer's first timed record to the last "
+            f"one's flush (the producers start together, each connected, with a leader for every partition and a "
+            f"record acknowledged by each; the fronts' counters and the CPU are read over the whole timed part). "
+            f"Producers: "
             f"{_settings(PRODUCER)} (records spread one by one). Loads: "
             + "; ".join(f"{k} ({_settings(config)})" for k, (config, _) in LOADS.items())
             + ".\n\n"
-            + md_table(["load", "fronts", "records/s", "MB/s", "vs one front", "front CPU cores busy (sum)",
+            + md_table(["load", "fronts", "records/s (steady state)", "MB/s", "vs one front",
+                        "records/s (whole run)", "vs one front (whole run)", "front CPU cores busy (sum)",
                         "moto CPU cores busy", "proxy (bench process) CPU cores busy",
                         "producers CPU cores busy", "machine CPU cores busy"], rows)
             + "\n\nWhere the rate comes from, by Little's law over the fronts' Produce requests (their "
@@ -268,14 +319,19 @@ def run(ctx: BenchContext) -> BenchResult:
              "group commit, median of the runs): the other front's commit is a handoff, the round trip in which "
              "the committer front carries it in its next commit.\n\n"
              + md_table(["load", "front", *(f"{s.replace('_', ' ')} ms" for s in STAGE_NAMES)], stage_rows))
-    pairs = [b["records_per_s"] / a["records_per_s"]
-             for a, b in zip(series[(GOAL_LOAD, 1)], series[(GOAL_LOAD, 2)])]
+    pairs = {k: [b[k] / a[k] for a, b in zip(series[(GOAL_LOAD, 1)], series[(GOAL_LOAD, 2)])]
+             for k in ("steady_records_per_s", "records_per_s")}
     text += (f"\n\nThe {GOAL_LOAD} load's pairs, two fronts over one front in each interleaved pair, in order: "
-             + ", ".join(f"{r:.2f}x" for r in pairs) + ".")
-    ratio = ratios[GOAL_LOAD]
-    goals = [Goal(f"two fronts >= {GOAL_RATIO}x one front (s3-standard, {GOAL_LOAD} load)", ratio >= GOAL_RATIO,
-                  f"{ratio:.2f}x")]
-    lines = [f"{load}: 1 front {med('records_per_s', load, 1):,.0f} rec/s, 2 fronts "
-             f"{med('records_per_s', load, 2):,.0f} rec/s: {ratios[load]:.2f}x; machine CPU cores busy "
+             + ", ".join(f"{r:.2f}x" for r in pairs["steady_records_per_s"]) + " in the steady state; "
+             + ", ".join(f"{r:.2f}x" for r in pairs["records_per_s"]) + " over the whole run. In the steady state "
+             f"the faster of the two fronts committed {med('fronts_spread', GOAL_LOAD, 2) - 1:.1%} more records/s "
+             "than the slower (median), which the figure leaves out.")
+    ratio, whole = ratios[GOAL_LOAD], wholes[GOAL_LOAD]
+    goals = [Goal(f"two fronts >= {GOAL_RATIO}x one front (s3-standard, {GOAL_LOAD} load, steady state)",
+                  ratio >= GOAL_RATIO, f"{ratio:.2f}x ({whole:.2f}x over the whole run)")]
+    lines = [f"{load}: 1 front {med('steady_records_per_s', load, 1):,.0f} rec/s, 2 fronts "
+             f"{med('steady_records_per_s', load, 2):,.0f} rec/s: {ratios[load]:.2f}x in the steady state, "
+             f"{wholes[load]:.2f}x over the whole run; machine CPU cores busy "
              f"{med('machine_cpu_s', load, 1):.2f} / {med('machine_cpu_s', load, 2):.2f}" for load in LOADS]
-    return BenchResult(text, lines, {"ratio": ratio, **{f"ratio_{k}": v for k, v in ratios.items()}}, goals)
+    return BenchResult(text, lines, {"ratio": ratio, "ratio_whole_run": whole,
+                                     **{f"ratio_{k}": v for k, v in ratios.items()}}, goals)
