@@ -156,11 +156,12 @@ class FrontProcess:
                     out.setdefault(sample.labels[label], [0.0, 0.0])[sample.name.endswith("_sum")] += sample.value
         return {k: (v[0], v[1]) for k, v in out.items()}
 
-    def counter(self, family: str, http: httpx.Client | None = None, **labels: str) -> float:
-        """A counter of the front's ``/metrics`` (``<family>_total``), summed over the samples with *labels*."""
+    def counter(self, http: httpx.Client, family: str, **labels: str) -> float:
+        """A counter of the front's ``/metrics`` (``<family>_total``), summed over the samples with *labels*, read
+        through *http* (a client kept open by a caller that reads it often)."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        text = (http.get(f"{self.url}/metrics") if http else httpx.get(f"{self.url}/metrics", timeout=30)).text
+        text = http.get(f"{self.url}/metrics").text
         return sum(sample.value for metric in text_string_to_metric_families(text) for sample in metric.samples
                    if sample.name == f"{family}_total" and labels.items() <= sample.labels.items())
 

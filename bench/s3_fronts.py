@@ -63,7 +63,7 @@ GOAL_LOAD = "latency-bound, 1 KB records"
 RUN_BYTES = 600_000_000
 # The steady state: from this share of the run's records acknowledged to that one (bench/steady_state.py)
 STEADY = (0.2, 0.8)
-# How often each front's committed records are read in a run (a /metrics request to it, a few ms of its CPU)
+# How often each front's committed records are read in a run (a /metrics request to each front)
 POLL_S = 0.5
 
 
@@ -102,20 +102,40 @@ def _produce_requests(front) -> tuple[float, float]:
     return front.histogram("lakelog_kafka_request_duration_seconds", "api").get("Produce", (0.0, 0.0))
 
 
-def _poll_committed(fronts, curves: list[list[tuple[float, float]]], stop) -> None:
+class _CommittedPoller(threading.Thread):
     """Samples each front's records committed to the load's topic (``lakelog_records_in_total``, its own appends,
-    handed-over ones included) into its curve every :data:`POLL_S`, once more after *stop* is set."""
-    import httpx
+    handed-over ones included) into ``curves`` every :data:`POLL_S` until :meth:`finish`, which samples once more
+    and raises what stopped the sampling, if anything did (a run's figure must not come from a curve cut short)."""
 
-    with httpx.Client(timeout=30) as http:
-        while True:
-            for front, curve in zip(fronts, curves):
-                t = time.monotonic()
-                value = front.counter("lakelog_records_in", http, topic="load")
-                curve.append(((t + time.monotonic()) / 2, value))
-            if stop.is_set():
-                return
-            stop.wait(POLL_S)
+    def __init__(self, fronts) -> None:
+        super().__init__(daemon=True)
+        self.fronts = fronts
+        self.curves: list[list[tuple[float, float]]] = [[] for _ in fronts]
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        import httpx
+
+        try:
+            with httpx.Client(timeout=30) as http:
+                while True:
+                    for front, curve in zip(self.fronts, self.curves):
+                        t = time.monotonic()
+                        value = front.counter(http, "lakelog_records_in", topic="load")
+                        curve.append(((t + time.monotonic()) / 2, value))
+                    if self._halt.is_set():
+                        return
+                    self._halt.wait(POLL_S)
+        except BaseException as e:
+            self.error = e
+
+    def finish(self) -> list[list[tuple[float, float]]]:
+        self._halt.set()
+        self.join()
+        if self.error is not None:
+            raise RuntimeError("reading the fronts' committed records failed") from self.error
+        return self.curves
 
 
 def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
@@ -166,8 +186,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         stages0 = [f.histogram(STAGES, "stage") for f in fronts]
         cpu0 = [_cpu_seconds(f.proc.pid) for f in fronts]
         moto0, bench0, machine0 = _cpu_seconds(moto.proc.pid), _own_cpu(), _machine_busy_s()
-        committed, stop = [[] for _ in fronts], threading.Event()
-        poller = threading.Thread(target=_poll_committed, args=(fronts, committed, stop), daemon=True)
+        poller = _CommittedPoller(fronts)
         poller.start()
         started = time.perf_counter()
         go.set()
@@ -177,8 +196,7 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         for p in procs:
             p.join(600)
         wall = time.perf_counter() - started
-        stop.set()
-        poller.join()
+        committed = poller.finish()
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
         cpu = sum(_cpu_seconds(f.proc.pid) - c for f, c in zip(fronts, cpu0))
         requests = [tuple(b - a for a, b in zip(r0, _produce_requests(f))) for f, r0 in zip(fronts, requests0)]

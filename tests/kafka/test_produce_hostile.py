@@ -3,7 +3,8 @@
 which has no top-level error to carry one -- nothing of a refused partition is written, and the front keeps
 answering.
 
-* what the records of one request decode to is bounded for the whole request, not per batch;
+* what the records of one request decode to is bounded for the whole request, not per batch, on the event loop
+  and, for a request that decodes past the event loop's share, on a worker thread;
 * batches whose numbers overflow int64 (timestamp base + delta, offset deltas) are CORRUPT_MESSAGE;
 * a full ``buffer.memory`` refuses the topic it cannot take (THROTTLING_QUOTA_EXCEEDED), the others are answered;
 * a failing store is the partition's KAFKA_STORAGE_ERROR, its message naming no path or URL.
@@ -27,6 +28,7 @@ CORRUPT_MESSAGE, KAFKA_STORAGE_ERROR, THROTTLING_QUOTA_EXCEEDED = 2, 56, 89
 ZSTD = 4
 FRAME_LIMIT = 1 << 20  # the fronts' LAKELOG_MAX_REQUEST_BYTES: the frame limit, and what one request may decode to
 SMALL_BUFFER = 256 << 10  # buffer.memory of the back-pressure front
+LARGE_FRAME = 8 << 20  # the frame limit of the front whose requests decode past the event loop's share
 
 
 def batch(values: list[bytes], *, codec: int = 0) -> bytes:
@@ -118,6 +120,34 @@ def test_decoded_size_is_bounded_per_request_not_per_batch(wire, http):
     r = answers(produce(wire, {a: {1: piece * 4}, b: {0: batch([b"after"])}}))
     assert (r[(a, 1)].error_code, r[(b, 0)].error_code) == (0, 0), r
     assert (hw(http, a, 1), hw(http, b, 0)) == (4, 1)
+
+
+@pytest.fixture(scope="module")
+def large_frame_front(tmp_path_factory):
+    """A front whose requests may decode to LARGE_FRAME: past what one decodes on its event loop (2 MiB)."""
+    f = kafka_front_process(str(tmp_path_factory.mktemp("large-root") / "root"),
+                            tmp_path_factory.mktemp("large-logs"), env={"LAKELOG_MAX_REQUEST_BYTES": str(LARGE_FRAME)})
+    f.start()
+    yield f
+    f.stop()
+
+
+def test_a_small_request_that_decodes_past_the_inline_bound_is_decoded_again_on_a_thread(large_frame_front):
+    from kafka_front.handlers.produce import INLINE_DECODE_BYTES, INLINE_DECODED_BYTES
+
+    piece = batch([b"\0" * 200_000], codec=ZSTD)
+    with large_frame_front.client() as http, WireClient(large_frame_front.bootstrap) as wire:
+        topic = new_topic(http, partitions=4)
+        # under a kilobyte on the wire, 3.2 MB decoded: the event loop stops at 2 MiB, the thread takes it all
+        request = {topic: {p: piece * 4 for p in range(4)}}
+        assert sum(len(r) for r in request[topic].values()) < INLINE_DECODE_BYTES < INLINE_DECODED_BYTES < 3_200_000
+        r = answers(produce(wire, request))
+        assert [r[(topic, p)].error_code for p in range(4)] == [0] * 4, r
+        assert [hw(http, topic, p) for p in range(4)] == [4] * 4
+        # the request's budget is still the frame limit on the thread: 9.6 MB decoded, the last partition past it
+        r = answers(produce(wire, {topic: {p: piece * 12 for p in range(4)}}))
+        assert [r[(topic, p)].error_code for p in range(4)] == [0, 0, 0, CORRUPT_MESSAGE], r
+        assert [hw(http, topic, p) for p in range(4)] == [16, 16, 16, 4]
 
 
 def _timestamp_overflow_with_headers() -> bytes:  # base + delta = 2**63 + 5: past int64 (the per-record decoder)
