@@ -145,24 +145,26 @@ class FrontProcess:
                                      stdout=self.log, stderr=subprocess.STDOUT)
         _wait_http(f"{self.url}/v1/health", self.proc)
 
-    def histogram(self, family: str, label: str) -> dict[str, tuple[float, float]]:
-        """A histogram of the front's ``/metrics``: label value -> (observations, their sum)."""
+    def _samples(self, http: httpx.Client | None = None) -> list:
+        """Every sample of the front's ``/metrics``, read through *http* (a client kept open by a caller that reads
+        often) or a request of its own."""
         from prometheus_client.parser import text_string_to_metric_families
 
+        url = f"{self.url}/metrics"
+        text = (http.get(url) if http is not None else httpx.get(url, timeout=30)).text
+        return [sample for metric in text_string_to_metric_families(text) for sample in metric.samples]
+
+    def histogram(self, family: str, label: str) -> dict[str, tuple[float, float]]:
+        """A histogram of the front's ``/metrics``: label value -> (observations, their sum)."""
         out: dict[str, list[float]] = {}
-        for metric in text_string_to_metric_families(httpx.get(f"{self.url}/metrics", timeout=30).text):
-            for sample in metric.samples if metric.name == family else ():
-                if label in sample.labels and sample.name in (f"{family}_count", f"{family}_sum"):
-                    out.setdefault(sample.labels[label], [0.0, 0.0])[sample.name.endswith("_sum")] += sample.value
+        for sample in self._samples():
+            if label in sample.labels and sample.name in (f"{family}_count", f"{family}_sum"):
+                out.setdefault(sample.labels[label], [0.0, 0.0])[sample.name.endswith("_sum")] += sample.value
         return {k: (v[0], v[1]) for k, v in out.items()}
 
     def counter(self, http: httpx.Client, family: str, **labels: str) -> float:
-        """A counter of the front's ``/metrics`` (``<family>_total``), summed over the samples with *labels*, read
-        through *http* (a client kept open by a caller that reads it often)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        text = http.get(f"{self.url}/metrics").text
-        return sum(sample.value for metric in text_string_to_metric_families(text) for sample in metric.samples
+        """A counter of the front's ``/metrics`` (``<family>_total``), summed over the samples with *labels*."""
+        return sum(sample.value for sample in self._samples(http)
                    if sample.name == f"{family}_total" and labels.items() <= sample.labels.items())
 
     def close(self) -> None:

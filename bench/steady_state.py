@@ -11,22 +11,18 @@ functions.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Sequence
+
+import numpy as np
 
 Curve = Sequence[tuple[float, float]]  # (time s, records acknowledged so far), in time order
 
 
-def _at(keys: Sequence[float], curve: Curve, t: float) -> float:
-    """The curve (its sample times *keys*) at *t*: linear between samples, its first value before them and its
-    last after."""
-    i = bisect_right(keys, t)
-    if i == 0:
-        return curve[0][1]
-    if i == len(curve):
-        return curve[-1][1]
-    (t0, v0), (t1, v1) = curve[i - 1], curve[i]
-    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+def _at(curve: Curve, t):
+    """The curve at *t* (a time or an array of them): linear between samples, its first value before them and
+    its last after."""
+    times, values = zip(*curve)
+    return np.interp(t, times, values)
 
 
 def _crossing(times: Sequence[float], totals: Sequence[float], level: float) -> float:
@@ -34,9 +30,9 @@ def _crossing(times: Sequence[float], totals: Sequence[float], level: float) -> 
     for i, v in enumerate(totals):
         if v >= level:
             if i == 0:
-                return times[0]
+                return float(times[0])
             t0, v0 = times[i - 1], totals[i - 1]
-            return t0 + (times[i] - t0) * (level - v0) / (v - v0)
+            return float(t0 + (times[i] - t0) * (level - v0) / (v - v0))
     raise ValueError(f"the curves never reach {level}")
 
 
@@ -47,9 +43,8 @@ def window(curves: Sequence[Curve], low: float = 0.2, high: float = 0.8) -> tupl
     a curve is taken as linear, so the sum is linear between the union of the sample times."""
     if not 0 <= low < high <= 1 or not curves or any(not c for c in curves):
         raise ValueError("a window needs 0 <= low < high <= 1 and a sample in every curve")
-    keyed = [([t for t, _ in c], c) for c in curves]
-    times = sorted({t for c in curves for t, _ in c})
-    totals = [sum(_at(keys, c, t) for keys, c in keyed) for t in times]
+    times = np.unique([t for c in curves for t, _ in c])
+    totals = sum(_at(c, times) for c in curves)
     final = totals[-1]
     if final <= 0:
         raise ValueError("a window needs acknowledged records")
@@ -61,5 +56,4 @@ def window(curves: Sequence[Curve], low: float = 0.2, high: float = 0.8) -> tupl
 
 def rate_over(curve: Curve, start: float, end: float) -> float:
     """A curve's mean slope from *start* to *end* (end > start), linear between its samples."""
-    keys = [t for t, _ in curve]
-    return (_at(keys, curve, end) - _at(keys, curve, start)) / (end - start)
+    return float(_at(curve, end) - _at(curve, start)) / (end - start)

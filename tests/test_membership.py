@@ -1,7 +1,8 @@
 """What fronts on one root read of each other, table-driven on a local root: heartbeat objects
 (lakelog/cluster/membership.py) that are not a front's own -- malformed, mistyped, out of range, under another
-front's name -- are ignored, and the live fronts are still seen; a cluster secret
-(lakelog/cluster/cluster_secret.py) that is not 64 hex digits is refused, not used."""
+front's name, with an HTTP URL no one could connect to -- are ignored, and the live fronts are still seen; an
+advertised URL is one others can connect to; a cluster secret (lakelog/cluster/cluster_secret.py) that is not 64
+hex digits is refused, not used."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from lakelog.cluster.cluster_secret import SECRET_PATH, cluster_secret
-from lakelog.cluster.membership import FRONTS_DIR, FrontInfo, Membership
+from lakelog.cluster.membership import FRONTS_DIR, FrontInfo, Membership, is_advertisable_url
 from lakelog.storage.storage_root import StorageRoot
 
 SESSION_MS = 60_000
@@ -37,6 +38,11 @@ CASES = [
     ("node id out of range", "70000.json", beat(70000)),
     ("negative node id", "-1.json", beat(-1)),
     ("too old", "7.json", beat(7, heartbeat_ms=int(time.time() * 1000) - 2 * SESSION_MS)),
+    # an address no front or client could use: commits would be handed there
+    ("address every interface", "7.json", beat(7, http_url="http://0.0.0.0:8080")),
+    ("address not http", "7.json", beat(7, http_url="file:///etc/passwd")),
+    ("address with a path", "7.json", beat(7, http_url="http://127.0.0.1:7/x?y=1")),
+    ("address with a bad port", "7.json", beat(7, http_url="http://127.0.0.1:99999")),
 ]
 
 
@@ -60,6 +66,18 @@ def test_a_well_formed_heartbeat_counts(tmp_path):
     live = me.live()
     assert [f.node_id for f in live] == [1, 7]
     assert live[1].http_url == "http://127.0.0.1:7" and live[1].kafka_port == 9092
+
+
+@pytest.mark.parametrize("url, ok", [
+    ("http://10.0.0.1:8080", True), ("https://front-1.example:443/", True), ("http://[::1]:8080", True),
+    ("http://front-1", True),
+    ("http://0.0.0.0:8080", False), ("http://[::]:8080", False), ("ftp://front-1:8080", False),
+    ("front-1:8080", False), ("http://front-1:8080/v1", False), ("http://front-1:8080?x=1", False),
+    ("http://front-1:8080#x", False), ("http://:8080", False), ("http://front-1:http", False),
+    ("http://front-1:65536", False), ("http://[::1", False), ("", False),
+])
+def test_an_advertised_url_is_one_others_can_connect_to(url, ok):
+    assert is_advertisable_url(url) is ok
 
 
 @pytest.mark.parametrize("data", [b"", b"\n", b"abc", b"0" * 63, b"0" * 65, b"g" * 64, b"A" * 64, b"\xff" * 64],

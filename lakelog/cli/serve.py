@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from urllib.parse import urlsplit
 
 from lakelog.cli.global_options import key_values
 
@@ -56,20 +55,17 @@ def run(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from api.settings import Settings
-    from lakelog.cluster.membership import is_unspecified_address
+    from lakelog.cluster.membership import is_advertisable_url, is_unspecified_address
 
     settings = Settings.from_env(
         root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
         buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes, node_id=args.node_id,
         kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
-    if settings.advertised_url is not None:
-        url = urlsplit(settings.advertised_url)
-        if url.scheme not in ("http", "https") or not url.hostname or is_unspecified_address(url.hostname) \
-                or url.path not in ("", "/") or url.query or url.fragment:
-            print(f"error: --advertised-url {settings.advertised_url!r} is not http://HOST:PORT of an address other "
-                  "fronts and clients can connect to", file=sys.stderr)
-            return 2
+    if settings.advertised_url is not None and not is_advertisable_url(settings.advertised_url):
+        print(f"error: --advertised-url {settings.advertised_url!r} is not http://HOST:PORT of an address other "
+              "fronts and clients can connect to", file=sys.stderr)
+        return 2
     if settings.node_id is not None and settings.advertised_url is None and is_unspecified_address(settings.host):
         # other fronts hand their commits to this URL and clients are sent to it: it must be one they can reach
         print(f"error: --host {settings.host} names every interface, which other fronts and clients cannot "

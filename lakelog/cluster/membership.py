@@ -14,6 +14,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit
 
 import msgspec
 import pyarrow.fs as pafs
@@ -34,6 +35,19 @@ def is_unspecified_address(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_unspecified
     except ValueError:
         return host == ""
+
+
+
+def is_advertisable_url(url: str) -> bool:
+    """Whether ``url`` is an HTTP address other fronts and clients can connect to: ``http(s)://HOST[:PORT]``,
+    HOST not an every-interface address, no path, query or fragment (routes are appended to it)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # a port that is not a number in range raises
+    except ValueError:
+        return False
+    return (parts.scheme in ("http", "https") and bool(parts.hostname) and not is_unspecified_address(parts.hostname)
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,8 @@ class Membership:
                 continue  # not a heartbeat we wrote: ignored
             if front is None or info.base_name != f"{front.node_id}.json" or not 0 <= front.node_id <= MAX_NODE_ID:
                 continue  # one file per front, named for its node id: another's name would count it twice
+            if not is_advertisable_url(front.http_url):
+                continue  # other fronts would hand their commits to it, and clients be sent there
             if now - front.heartbeat_ms <= self.session_timeout_ms:
                 out.append(front)
         return sorted(out, key=lambda f: f.node_id)

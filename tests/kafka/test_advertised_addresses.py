@@ -45,7 +45,7 @@ def test_serve_refuses_to_give_out_an_address_that_binds_every_interface(tmp_pat
 
 
 @pytest.mark.parametrize("url", ["http://0.0.0.0:8080", "http://[::]:8080", "ftp://front-1:8080", "front-1:8080",
-                                 "http://front-1:8080/v1?x=1", "http://:8080", ""])
+                                 "http://front-1:8080/v1?x=1", "http://:8080", "http://front-1:99999", ""])
 def test_serve_refuses_an_advertised_url_nobody_can_connect_to(tmp_path, url):
     done = serve(tmp_path, "--node-id", "1", "--advertised-url", url)
     assert done.returncode == 2, done.stderr
