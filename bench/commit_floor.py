@@ -11,7 +11,7 @@ arithmetic of the measured latencies rather than of the profile's parameters.
 
 Optionally each PUT is hedged: one slower than ``hedge_ms`` is sent a second time at ``hedge_ms`` and the
 earlier answer wins (as AWS suggests for S3's latency tail), at the cost of the extra PUTs, which the result
-counts.  Pure functions; deterministic for a given seed.
+counts; a hedge at 0 ms sends every PUT of that kind twice at once.  Pure functions; deterministic for a given seed.
 """
 
 from __future__ import annotations

@@ -23,6 +23,11 @@ SLOW_TAIL = [10.0] * 95 + [1000.0] * 5  # 5% of PUTs take a second
         (SLOW_TAIL, [10.0], 1.0, None, (20.0, 20.0), (1010.0, 1010.0), (1.99, 2.0)),
         # ... until a PUT slower than 20 ms is sent again: 20 + 10 + the commit, for 5% more PUTs
         (SLOW_TAIL, [10.0], 1.0, (20.0, 20.0), (20.0, 20.0), (40.0, 40.0), (2.02, 2.07)),
+        # two commit PUTs in three take 30 ms, so the median request takes 40 ms and some wait for the commit ahead ...
+        ([10.0], [10.0, 30.0, 30.0], 1.0, None, (40.0, 40.0), (45.0, 60.0), (1.99, 2.0)),
+        # ... until every commit PUT is sent twice at once (a hedge at 0 ms): the earlier of two draws is 30 ms
+        # only when both are (4 in 9), for twice the commit PUTs
+        ([10.0], [10.0, 30.0, 30.0], 1.0, (1e9, 0.0), (20.0, 20.0), (40.0, 40.5), (2.98, 3.0)),
         # slow commits (every commit takes 50 ms) at 100 requests a second: the wait for the commit ahead
         ([10.0], [50.0], 100.0, None, (75.0, 95.0), (100.0, 110.0), (1.1, 1.5)),
     ],
@@ -59,3 +64,13 @@ def test_the_s3_standard_profile_puts_the_unhedged_floor_above_150_ms():
     draws = [1000 * PROFILES["s3-standard"].draw_s("PUT", rng) for _ in range(20_000)]
     assert 150 < serial_commit_floor(draws, draws, 112.0).p99_ms < 170
     assert 130 < serial_commit_floor(draws, draws, 112.0, hedge_ms=(47.0, 47.0)).p99_ms < 150
+
+
+def test_a_commit_put_sent_twice_puts_the_floor_well_under_150_ms():
+    """docs/storage.md: every commit PUT sent twice at once (segment PUTs hedged at the profile's p90) takes the
+    floor's p99 to about 125 ms, and its p50 well under the floor's with both kinds hedged at the p90."""
+    rng = random.Random(0)
+    draws = [1000 * PROFILES["s3-standard"].draw_s("PUT", rng) for _ in range(20_000)]
+    twice = serial_commit_floor(draws, draws, 112.0, hedge_ms=(47.0, 0.0))
+    assert 110 < twice.p99_ms < 135, twice
+    assert twice.p50_ms < serial_commit_floor(draws, draws, 112.0, hedge_ms=(47.0, 47.0)).p50_ms - 5
