@@ -56,4 +56,5 @@ def window(curves: Sequence[Curve], low: float = 0.2, high: float = 0.8) -> tupl
 
 def rate_over(curve: Curve, start: float, end: float) -> float:
     """A curve's mean slope from *start* to *end* (end > start), linear between its samples."""
-    return float(_at(curve, end) - _at(curve, start)) / (end - start)
+    at_start, at_end = _at(curve, [start, end])
+    return float(at_end - at_start) / (end - start)

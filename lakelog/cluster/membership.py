@@ -37,7 +37,6 @@ def is_unspecified_address(host: str) -> bool:
         return host == ""
 
 
-
 def is_advertisable_url(url: str) -> bool:
     """Whether ``url`` is an HTTP address other fronts and clients can connect to: ``http(s)://HOST[:PORT]``,
     HOST not an every-interface address, no path, query or fragment (routes are appended to it)."""
