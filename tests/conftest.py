@@ -16,6 +16,14 @@ import pytest
 from bench.moto_server import S3Server
 from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
 
+# The suite's JVMs (PySpark sessions, spark-submit, spark-shell, the standalone daemons and their executors) live
+# seconds on small data, where the JIT's optimising tier (C2) only competes with the tests for the 2 cores: the
+# first tier alone ran the Spark-heavy test files in 174 s against 243 s (2026-11-27). Tests only: `make bench`
+# and users' jobs keep the JVM's default. A value already set in the environment wins.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTS} -Dspark.executor.extraJavaOptions={TEST_JVM_OPTS}")
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
+
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
