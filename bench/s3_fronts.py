@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from bench import BenchContext, BenchResult, Goal, md_table, median
 from bench.steady_state import rate_over, window
@@ -158,12 +159,17 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
     env = {**moto.env, "AWS_ENDPOINT_URL": proxy_url, "LAKELOG_FRONT_SESSION_TIMEOUT_MS": "5000"}
     root = f"s3://{moto.BUCKET}/fronts-{tag}"
     fronts, addresses = [], []
-    try:
-        for node in range(1, fronts_n + 1):
-            address = f"127.0.0.1:{_free_port()}"
-            fronts.append(FrontProcess(root, ctx.workdir, env=env,
-                                       args=("--node-id", str(node), "--kafka-listener", address)))
+    while len(addresses) < fronts_n:
+        if (address := f"127.0.0.1:{_free_port()}") not in addresses:
             addresses.append(address)
+    try:
+        with ThreadPoolExecutor(fronts_n) as pool:  # the fronts start together, as a cluster's would
+            starting = [pool.submit(FrontProcess, root, ctx.workdir, env=env,
+                                    args=("--node-id", str(node), "--kafka-listener", address))
+                        for node, address in enumerate(addresses, 1)]
+        fronts.extend(f.result() for f in starting if f.exception() is None)
+        for f in starting:
+            f.result()  # a front that did not start: the others are closed below
         import httpx
 
         r = httpx.post(f"{fronts[0].url}/v1/topics", json={"name": "load", "partitions": PARTITIONS}, timeout=60)

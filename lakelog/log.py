@@ -67,6 +67,9 @@ class Log:
         #: how long its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"),
         #: and its commit PUT ("commit") or the round trip to the committer front ("handoff") took
         self.on_commit_stages: Callable[[str, dict[str, float]], None] | None = None
+        #: called with a topic's name once this Log created it or added partitions to it; set by the lease
+        #: keeper, which takes this front's share of their leases before the call returns
+        self.on_new_partitions: Callable[[str], None] | None = None
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
         self.sticky = StickyPartitioner()
@@ -79,6 +82,8 @@ class Log:
         """Create a topic (a new incarnation, with a new topic id, if the name was deleted)."""
         description = self.catalog.create(name, partitions, dict(configs or {}))
         self._forget(name)
+        if self.on_new_partitions is not None:
+            self.on_new_partitions(name)
         return description
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
@@ -109,7 +114,10 @@ class Log:
             props = Catalog.plan_alter(snap, configs, partitions)
             return [{"metaData": {**base, "configuration": {**snap.configuration, **props}}}] if props else []
 
-        return describe_snapshot(self._admin_commit(name, "alter", "SET TBLPROPERTIES", actions))
+        description = describe_snapshot(self._admin_commit(name, "alter", "SET TBLPROPERTIES", actions))
+        if partitions is not None and self.on_new_partitions is not None:
+            self.on_new_partitions(name)
+        return description
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: one commit removes every segment and marks the table deleted, then the segment files

@@ -137,3 +137,31 @@ def test_a_front_opens_the_writers_of_the_topics_it_leads_before_their_first_pro
         reads[topic] = stats.requests["GET"] + stats.requests["HEAD"] + stats.requests["LIST"]
     assert reads["a"] < reads["b"], reads
     assert [Log(root).read(t, 0).column("value").to_pylist() for t in ("a", "b")] == [[b"a"], [b"b"]]
+
+
+def test_a_topic_created_or_grown_through_a_front_has_its_share_of_leases_when_the_call_returns(s3_endpoint):
+    """Kafka's controller elects a new topic's leaders as it creates it: here the creating front takes its share of
+    the leases before ``create_topic`` (and ``alter_topic`` adding partitions) returns, with no pass of its own
+    in between (an interval of an hour); the other live front takes its share at its next pass."""
+    root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint))
+    logs = {n: Log(root, node_id=n) for n in (1, 2)}
+    keepers = {n: LeaseKeeper(logs[n], Membership(root, FrontInfo(n, f"http://127.0.0.1:{n}"), 60_000),
+                              interval_s=3600) for n in (1, 2)}
+    keepers[2].run_once()  # front 2 is live when front 1 starts
+    keepers[1].start()
+    try:
+        logs[1].create_topic("t", 4)
+        held = {p: Log(root).lease("t", p) for p in range(4)}
+        mine = [p for p in range(4) if keepers[1].assigned("t", p) == 1]
+        assert len(mine) == 2, mine
+        assert {p for p, lease in held.items() if lease is not None} == set(mine), held
+        assert all(held[p].node_id == 1 for p in mine), held
+        logs[1].append("t", [{"value": b"at once"}], partition=mine[0])  # writable: no NOT_LEADER_OR_FOLLOWER
+        keepers[2].run_pass()
+        assert {Log(root).lease("t", p).node_id for p in range(4) if p not in mine} == {2}
+        logs[1].alter_topic("t", partitions=6)
+        new = [p for p in (4, 5) if keepers[1].assigned("t", p) == 1]
+        assert len(new) == 1 and Log(root).lease("t", new[0]).node_id == 1
+        assert Log(root).lease("t", ({4, 5} - set(new)).pop()) is None  # front 2's, at its next pass
+    finally:
+        keepers[1].stop()

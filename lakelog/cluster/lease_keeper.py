@@ -9,8 +9,13 @@ The heartbeat has a thread of its own, beating every ``interval`` whatever the l
 consumer does the same since KIP-62): a pass waits for this front's appends to take leases, and under load it
 can outlast the session timeout, which must not make the others take this live front's partitions.
 
-Thread safety: one background thread takes the leases, another beats the heartbeat; :meth:`front`,
-:meth:`live` and :meth:`assigned` read a snapshot of the last pass.
+A topic created (or grown) through this front's Log has this front's share of its leases taken before the
+create call returns (a pass run there and then), as Kafka's controller elects a new topic's leaders as it creates
+it; the other fronts take theirs at their next pass, within ``interval``.
+
+Thread safety: one background thread takes the leases, another beats the heartbeat, and a topic's creator runs a
+pass on its own thread; passes run one at a time. :meth:`front`, :meth:`live` and :meth:`assigned` read a
+snapshot of the last pass.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ class LeaseKeeper:
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._assignment: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
+        self._pass_lock = threading.Lock()
         log_.locate_node = self.locate
+        log_.on_new_partitions = self._new_partitions
         self._threads: list[threading.Thread] = []
         self.passes = 0  # completed passes (tests wait on it)
 
@@ -100,6 +107,16 @@ class LeaseKeeper:
             except Exception as e:  # deleted meanwhile, or storage trouble: the first append opens it
                 log.warning("opening the writer of %s: %s", topic, e)
 
+    def _new_partitions(self, topic: str) -> None:
+        """A pass for the partitions this front just created: the topic exists whatever the pass meets, and a
+        pass that fails is tried again in the background."""
+        if self._stop.is_set():
+            return
+        try:
+            self.run_pass()
+        except Exception as e:
+            log.warning("taking the leases of the new partitions of %s: %s", topic, e)
+
     def run_once(self) -> None:
         """A heartbeat, then a lease pass."""
         self.membership.heartbeat()
@@ -108,6 +125,10 @@ class LeaseKeeper:
     def run_pass(self) -> None:
         """Read the live fronts and take the leases assigned to this front that it does not hold, one commit
         per topic."""
+        with self._pass_lock:
+            self._run_pass()
+
+    def _run_pass(self) -> None:
         live = self.membership.live()
         self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
         me = self.log.node_id
