@@ -10,11 +10,12 @@ consumer does the same since KIP-62): a pass waits for this front's appends to t
 can outlast the session timeout, which must not make the others take this live front's partitions.
 
 A topic created (or grown) through this front's Log has this front's share of its leases taken before the
-create call returns (a pass run there and then), as Kafka's controller elects a new topic's leaders as it creates
-it; the other fronts take theirs at their next pass, within ``interval``.
+create call returns (dealt with the last pass's view of the fronts and the other topics), as Kafka's controller
+elects a new topic's leaders as it creates it; the other fronts take theirs at their next pass, within
+``interval``.
 
-Thread safety: one background thread takes the leases, another beats the heartbeat, and a topic's creator runs a
-pass on its own thread; passes run one at a time. :meth:`front`, :meth:`live` and :meth:`assigned` read a
+Thread safety: one background thread takes the leases, another beats the heartbeat, and a topic's creator takes
+its share on its own thread, one of them at a time. :meth:`front`, :meth:`live` and :meth:`assigned` read a
 snapshot of the last pass.
 """
 
@@ -39,6 +40,7 @@ class LeaseKeeper:
         self.interval_s = interval_s if interval_s is not None else membership.session_timeout_ms / 3000
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._assignment: dict[tuple[str, int], int] = {}
+        self._partitions: dict[str, dict[int, int | None]] = {}  # topic -> partition -> lease holder, as last read
         self._stop = threading.Event()
         self._pass_lock = threading.Lock()
         log_.locate_node = self.locate
@@ -108,12 +110,16 @@ class LeaseKeeper:
                 log.warning("opening the writer of %s: %s", topic, e)
 
     def _new_partitions(self, topic: str) -> None:
-        """A pass for the partitions this front just created: the topic exists whatever the pass meets, and a
-        pass that fails is tried again in the background."""
+        """Take this front's share of the partitions it just created: the assignment over the fronts and the other
+        topics' holders seen by the last pass, with only this topic read again (a full pass reads every topic's
+        log, which under S3 latency would make creating a topic slower the more topics there are). The topic
+        exists whatever this meets; what fails is taken at the next pass."""
         if self._stop.is_set():
             return
         try:
-            self.run_pass()
+            with self._pass_lock:
+                self._look(topic)
+                self._deal([topic])
         except Exception as e:
             log.warning("taking the leases of the new partitions of %s: %s", topic, e)
 
@@ -123,32 +129,39 @@ class LeaseKeeper:
         self.run_pass()
 
     def run_pass(self) -> None:
-        """Read the live fronts and take the leases assigned to this front that it does not hold, one commit
-        per topic."""
+        """Read the live fronts and every topic, and take the leases assigned to this front that it does not
+        hold, one commit per topic."""
         with self._pass_lock:
-            self._run_pass()
+            live = self.membership.live()
+            self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
+            self._partitions.clear()
+            for t in self.log.list_topics():
+                self._look(t)
+            self._deal(list(self._partitions))
+            self.passes += 1
 
-    def _run_pass(self) -> None:
-        live = self.membership.live()
-        self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
+    def _look(self, topic: str) -> None:
+        """Note the topic's partitions and who holds their leases, from its snapshot."""
+        snap = self.log.snapshot(topic)
+        self._partitions[topic] = {p: None if (held := unpack(snap.txn(lease_app(p)))) is None else held.node_id
+                                   for p in range(snap.partition_count)}
+
+    def _deal(self, topics: list[str]) -> None:
+        """Assign every partition noted over the fronts known, and take those of ``topics`` assigned to this
+        front that it does not hold."""
         me = self.log.node_id
-        pairs, holders = [], {}
-        for t in self.log.list_topics():
-            snap = self.log.snapshot(t)
-            for p in range(snap.partition_count):
-                pairs.append((t, p))
-                if (held := unpack(snap.txn(lease_app(p)))) is not None:
-                    holders[(t, p)] = held.node_id
-        wanted: dict[str, list[int]] = {}  # as of this pass's snapshots: one look at the log per topic
+        holders = {(t, p): node for t, parts in self._partitions.items() for p, node in parts.items()
+                   if node is not None}
+        pairs = [(t, p) for t, parts in self._partitions.items() for p in parts]
         self._assignment = assign(pairs, list(self._fronts), holders)
-        for (topic, partition), node in self._assignment.items():
-            if node == me and holders.get((topic, partition)) != me:
-                wanted.setdefault(topic, []).append(partition)
-        for topic, partitions in wanted.items():
+        for topic in topics:
+            partitions = [p for p in self._partitions[topic]
+                          if self._assignment[(topic, p)] == me and holders.get((topic, p)) != me]
+            if not partitions:
+                continue
             try:
                 self.log.take_leases(topic, partitions)
                 log.warning("node %d took the leases of %s partitions %s (were %s)", me, topic, partitions,
                             [holders.get((topic, p)) for p in partitions])
             except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
                 log.warning("taking the leases of %s partitions %s: %s", topic, partitions, e)
-        self.passes += 1
