@@ -168,5 +168,7 @@ def test_a_topic_created_or_grown_through_a_front_has_its_share_of_leases_when_t
         new = [p for p in (4, 5) if keepers[1].assigned("t", p) == 1]
         assert len(new) == 1 and Log(root).lease("t", new[0]).node_id == 1
         assert Log(root).lease("t", ({4, 5} - set(new)).pop()) is None  # front 2's, at its next pass
+        logs[1].create_topic("__consumer_offsets", 2)  # internal: written by each group's coordinator, not leased
+        assert [Log(root).lease("__consumer_offsets", p) for p in (0, 1)] == [None, None]
     finally:
         keepers[1].stop()

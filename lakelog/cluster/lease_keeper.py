@@ -28,6 +28,7 @@ from lakelog.cluster.membership import FrontInfo, Membership
 from lakelog.errors import KafkaError
 from lakelog.log import Log
 from lakelog.storage.partition_lease import assign, lease_app, unpack
+from lakelog.storage.topic_name import is_internal
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class LeaseKeeper:
         topics' holders seen by the last pass, with only this topic read again (a full pass reads every topic's
         log, which under S3 latency would make creating a topic slower the more topics there are). The topic
         exists whatever this meets; what fails is taken at the next pass."""
-        if self._stop.is_set():
+        if self._stop.is_set() or is_internal(topic):  # internal topics are not leased (as list_topics leaves them)
             return
         try:
             with self._pass_lock:
