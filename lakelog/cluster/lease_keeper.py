@@ -156,13 +156,13 @@ class LeaseKeeper:
         pairs = [(t, p) for t, parts in self._partitions.items() for p in parts]
         self._assignment = assign(pairs, list(self._fronts), holders)
         for topic in topics:
-            partitions = [p for p in self._partitions[topic]
-                          if self._assignment[(topic, p)] == me and holders.get((topic, p)) != me]
+            parts = self._partitions[topic]
+            partitions = [p for p, node in parts.items() if node != me and self._assignment[(topic, p)] == me]
             if not partitions:
                 continue
             try:
                 self.log.take_leases(topic, partitions)
                 log.warning("node %d took the leases of %s partitions %s (were %s)", me, topic, partitions,
-                            [holders.get((topic, p)) for p in partitions])
+                            [parts[p] for p in partitions])
             except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again
                 log.warning("taking the leases of %s partitions %s: %s", topic, partitions, e)
