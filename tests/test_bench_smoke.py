@@ -63,6 +63,9 @@ def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
         for body in ("JSON", "ARROW", "KAFKA"):  # the maximum rate, then the paced run's rate, p50 and p99
             assert re.search(rf"\| {root} \| {body} \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|",
                              s3.group(1)), (root, body, s3.group(1))
+    for root in ("moto", "s3-express", "s3-standard"):  # librdkafka again with the settings advised on object stores
+        assert re.search(rf"\| {root} \| KAFKA, S3 settings \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|"
+                         rf" PUT \d+", s3.group(1)), (root, s3.group(1))
     assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
     # where the half-rate runs' group commits spent their time, from the front's stage histogram
     for body in ("JSON", "ARROW"):
