@@ -116,20 +116,16 @@ def run(ctx: BenchContext) -> BenchResult:
                         proxy.reset_stats()
                     runs[kind] = http_load(target, body, ctype, records, n, clients=n_clients)
                     stats[kind] = proxy.reset_stats() if proxy is not None else None
-                # The Kafka protocol: one librdkafka producer (lz4, linger.ms 5, acks=all, idempotent).
-                topic = _create_topic(front.url)
-                if proxy is not None:
-                    proxy.reset_stats()
-                runs["kafka"] = KafkaRun(confluent_produce(bootstrap, topic, kafka_records)[0], kafka_records)
-                stats["kafka"] = proxy.reset_stats() if proxy is not None else None
-                kafka_configs = {"kafka": {}}
-                if proxy is not None:  # the same producer with the settings advised on object stores
-                    kafka_configs["kafka-s3"] = KAFKA_OBJECT_STORE
+                # The Kafka protocol: one librdkafka producer (lz4, linger.ms 5, acks=all, idempotent); on object
+                # stores the same producer again with the settings advised there
+                kafka_configs = {"kafka": {}} | ({"kafka-s3": KAFKA_OBJECT_STORE} if proxy is not None else {})
+                for kind, config in kafka_configs.items():
                     topic = _create_topic(front.url)
-                    proxy.reset_stats()
-                    runs["kafka-s3"] = KafkaRun(confluent_produce(bootstrap, topic, kafka_records,
-                                                                  config=KAFKA_OBJECT_STORE)[0], kafka_records)
-                    stats["kafka-s3"] = proxy.reset_stats()
+                    if proxy is not None:
+                        proxy.reset_stats()
+                    runs[kind] = KafkaRun(confluent_produce(bootstrap, topic, kafka_records, config=config)[0],
+                                          kafka_records)
+                    stats[kind] = proxy.reset_stats() if proxy is not None else None
                 # Each body again, paced at half its maximum rate, for the acknowledgement latency; and where
                 # its group commits' time went (the front's lakelog_produce_stage_seconds, means)
                 for kind, (body, records, n_clients, ctype, _) in bodies.items():
@@ -156,7 +152,7 @@ def run(ctx: BenchContext) -> BenchResult:
                     moto.clear(f"{backend}/")  # the next root's LISTs do not scan this one's keys (MotoProcess.clear)
             for kind in runs:
                 r, st, lat = runs[kind], stats[kind], half[kind].latency_ms()
-                ingested_gb = r.records * 100 / 1e9 if kind.startswith("kafka") else r.records_per_request * len(r.latencies) * 100 / 1e9
+                ingested_gb = r.records * 100 / 1e9 if isinstance(r, KafkaRun) else r.records_per_request * len(r.latencies) * 100 / 1e9
                 if st is not None:
                     per_gb = (f"{st.puts / ingested_gb:,.0f}", f"${st.dollars() / ingested_gb:,.2f}") if ingested_gb else ("", "")
                     metrics[f"{backend}_{kind}_puts_per_gb"] = st.puts / ingested_gb if ingested_gb else 0.0
