@@ -212,13 +212,14 @@ def test_a_joining_front_takes_its_share_while_producers_run(tmp_path):
         assert spread_after and spread_after[0] < SESSION_MS / 1000 + 10, spread_after
         # polled, not read once: each front's Metadata follows the lease commits by up to a second (CI once
         # read a disagreement here after the fronts had agreed); the front logs name every lease taken
+        everyone = fronts + joiner
         try:
-            after = wait_for(lambda: agreed(fronts + joiner, topic), 30, "the same balanced leaders after produce")
+            after = wait_for(lambda: agreed(everyone, topic), 30, "the same balanced leaders after produce")
         except AssertionError as e:
-            raise AssertionError(f"{e}: {lease_events(fronts + joiner)}") from None
-        assert sorted(Counter(after.values()).values()) == [2, 2, 2], (after, lease_events(fronts + joiner))
+            raise AssertionError(f"{e}: {lease_events(everyone)}") from None
+        assert sorted(Counter(after.values()).values()) == [2, 2, 2], (after, lease_events(everyone))
         assert [q for q in first if after[q] != first[q]] == [q for q, node in after.items() if node == 3], \
-            (first, after, lease_events(fronts + joiner))
+            (first, after, lease_events(everyone))
         assert Counter(first[q] for q, node in after.items() if node == 3) == {1: 1, 2: 1}  # one from each
         check_moved_and_once_in_order(root, topic, first, after, acked, sent, joined_at)
     finally:
