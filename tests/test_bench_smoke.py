@@ -1,5 +1,6 @@
-"""The benchmark harness and the storage benchmarks (append, seek) run end to end in quick mode with
-tiny sizes, so bench code cannot rot.  Other benchmarks bring their own smoke tests.
+"""The benchmark harness and the storage benchmarks (append, seek, Arrow validation, the S3 consumer) run end to
+end in quick mode with tiny sizes, so bench code cannot rot.  Other benchmarks bring their own smoke tests (the
+slow ones in files of their own: tests/test_bench_s3_*_smoke.py).
 
 Numbers are not asserted against goals here: performance is judged by ``make bench``.
 """
@@ -10,9 +11,8 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_support import REPO, bench_section, run_bench, section
 
 
 def test_quick_run_produces_numbers_and_sections(tmp_path):
@@ -46,49 +46,10 @@ def test_rerunning_one_benchmark_replaces_only_its_section():
     assert added.startswith(new.rstrip("\n")) and added.endswith("<!-- /bench:later -->\n")
 
 
-def test_arrow_validation_and_s3_produce_run_end_to_end(tmp_path):
-    """The validation-cost benchmark, and produce over the S3 latency proxy (its request counts included)."""
-    out = tmp_path / "BENCHMARKS.md"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "arrow_validation", "s3_produce", "--quick", "--scale", "0.2",
-         "--output", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = out.read_text()
-    validation = re.search(r"<!-- bench:arrow_validation -->(.*?)<!-- /bench:arrow_validation -->", text, re.S)
-    assert validation and re.search(r"\| plain \| [\d,]+ \| \d+\.\d{3} \|", validation.group(1))
-    s3 = re.search(r"<!-- bench:s3_produce -->(.*?)<!-- /bench:s3_produce -->", text, re.S)
-    assert s3, text
-    for root in ("local", "moto", "s3-express", "s3-standard"):
-        for body in ("JSON", "ARROW", "KAFKA"):  # the maximum rate, then the paced run's rate, p50 and p99
-            assert re.search(rf"\| {root} \| {body} \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|",
-                             s3.group(1)), (root, body, s3.group(1))
-    for root in ("moto", "s3-express", "s3-standard"):  # librdkafka again with the settings advised on object stores
-        assert re.search(rf"\| {root} \| KAFKA, S3 settings \| [\d,]+ \| \d+\.\d \| [\d,]+ \| \d+\.\d \| \d+\.\d \|"
-                         rf" PUT \d+", s3.group(1)), (root, s3.group(1))
-    assert re.search(r"\| s3-standard \| JSON \|.*PUT \d+", s3.group(1)), "the proxy counted no PUTs"
-    # where the half-rate runs' group commits spent their time, from the front's stage histogram
-    for body in ("JSON", "ARROW"):
-        assert re.search(rf"\| local \| {body} \| \d+\.\d \| - \| - \| - \| \d+\.\d \|", s3.group(1)), body
-        for root in ("moto", "s3-express", "s3-standard"):
-            assert re.search(rf"\| {root} \| {body} \|( \d+\.\d \|){{5}}", s3.group(1)), (root, body, s3.group(1))
-            # the floor under the half-rate run, from the PUT times the proxy measured in it (no hedging, hedged,
-            # every commit PUT sent twice), and the PUTs per request of each
-            pair, puts = r"\d+\.\d / \d+\.\d", r"\d+\.\d\d / \d+\.\d\d / \d+\.\d\d"
-            assert re.search(rf"\| {root} \| {body} \|( {pair} \|){{5}} {puts} \|", s3.group(1)), (
-                root, body, s3.group(1))
-
-
-def bench_section(tmp_path, name: str, timeout: int) -> str:
-    """Run one benchmark in quick mode into a scratch BENCHMARKS.md; its section's text."""
-    out = tmp_path / "BENCHMARKS.md"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", name, "--quick", "--output", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    section = re.search(rf"<!-- bench:{name} -->(.*?)<!-- /bench:{name} -->", out.read_text(), re.S)
-    assert section, out.read_text()
-    return section.group(1)
+def test_arrow_validation_runs_end_to_end(tmp_path):
+    """The validation-cost benchmark: a row per way of sending Arrow, each with its rate and cost."""
+    validation = section(run_bench(tmp_path, ["arrow_validation"], timeout=600, scale=0.2), "arrow_validation")
+    assert re.search(r"\| plain \| [\d,]+ \| \d+\.\d{3} \|", validation), validation
 
 
 def test_s3_consume_runs_end_to_end(tmp_path):
@@ -98,33 +59,3 @@ def test_s3_consume_runs_end_to_end(tmp_path):
         for reader in ("Consumer", "HTTP fetch"):
             assert re.search(rf"\| {root} \| {reader} \| [\d,]+ \| [\d,]+ \| \d+\.\d \|", section), section
     assert re.search(r"\| s3-standard \| Consumer \|.*\| \d+% \| \d+ \|", section), "no share or GET count"
-
-
-def test_s3_jobs_runs_end_to_end(tmp_path):
-    """The Spark scan, retention and compaction over the S3 latency proxy, each with its request counts."""
-    section = bench_section(tmp_path, "s3_jobs", 900)
-    for root in ("local", "moto", "s3-express", "s3-standard"):
-        for op in ("Spark scan", "retention", "compaction"):
-            assert re.search(rf"\| {root} \| {op} \| \d+\.\d\d \| [\d,]+ \| \d+\.\d \|", section), (root, op, section)
-    assert re.search(r"\| s3-standard \| Spark scan \|.*GET \d+.*\| \$\d+\.\d{3} \|", section), "no GETs or cost"
-
-
-def test_s3_fronts_runs_end_to_end(tmp_path):
-    """One front, then two, on an S3 root behind the latency proxy, under each load: both rows and the ratio."""
-    section = bench_section(tmp_path, "s3_fronts", 600)
-    for name in ("latency-bound, 1 KB records", "latency-bound, 100 B records", "defaults, 100 B records"):
-        load = re.escape(name)
-        # the steady state's records/s, MB/s and ratio, then the whole run's records/s and ratio
-        assert re.search(rf"\| {load} \| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \| [\d,]+ \| 1\.00x \|",
-                         section), section
-        assert re.search(rf"\| {load} \| 2 fronts \| [\d,]+ \| \d+\.\d \| \d+\.\d\dx \| [\d,]+ \| \d+\.\d\dx \|",
-                         section), section
-        # Little's law's factors, from the fronts' own Produce latency: in flight, records per request, latency
-        assert re.search(rf"\| {load} \| 1 front \| \d+\.\d\d \| [\d,]+ \| \d+ \| - \|", section), section
-        assert re.search(rf"\| {load} \| 2 fronts \| \d+\.\d\d \| [\d,]+ \| \d+ \(\d+ / \d+\) \| "
-                         rf"\d+\.\d\d x \d+\.\d\d x \d+\.\d\d \|", section), section
-        # each front's stage means: queue, upload, commit wait, then its own commit PUT or the handoff (a front
-        # may have done both if partition 0's lease moved during the run)
-        assert re.search(rf"\| {load} \| one front \|( \d+\.\d \|){{4}} - \|", section), section
-        assert re.search(rf"\| {load} \| committer front \|( \d+\.\d \|){{4}} (-|\d+\.\d) \|", section), section
-        assert re.search(rf"\| {load} \| other front \|( \d+\.\d \|){{3}} (-|\d+\.\d) \| \d+\.\d \|", section), section
