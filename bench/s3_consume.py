@@ -79,14 +79,14 @@ def _http_drain(url: str, topic: str, expected: int) -> tuple[float, float]:
 def _measure(ctx: BenchContext, moto, segments: int, proxies: dict, fronts: dict) -> tuple[int, dict, dict]:
     """Fill the topic, then drain it ``ctx.repeats`` times per root and reader, interleaved."""
     from bench.http_produce import FrontProcess, MotoProcess
-    from bench.s3_proxy import PROFILES, S3FaultProxy
+    from bench.s3_proxy import PROFILES, S3FaultProxy, bench_roots
     from lakelog import Log
 
     s3_root, local_root, topic = f"s3://{MotoProcess.BUCKET}/consume", str(ctx.workdir / "s3-consume"), "c"
     ctx.progress(f"filling {segments} segments on moto and on a local root")
     expected = _fill(Log(s3_root), topic, segments)
     _fill(Log(local_root), topic, segments)
-    backends = ("local", "moto", "s3-express", "s3-standard")
+    backends = bench_roots(ctx.quick)
     for name in backends[1:]:
         proxies[name] = S3FaultProxy(moto.endpoint, latency=PROFILES.get(name)).start()
     for name in backends:

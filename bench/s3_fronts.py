@@ -251,16 +251,18 @@ def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import STAGE_NAMES, MotoProcess
     from bench.s3_proxy import PROFILES, S3FaultProxy
 
-    records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size) in LOADS.items()}
+    # A quick run (the smoke test) takes the goal's load only: the others run the same code with other settings
+    loads = {GOAL_LOAD: LOADS[GOAL_LOAD]} if ctx.quick else LOADS
+    records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size) in loads.items()}
     # The goal's load runs more often: on this shared 2-core machine its median of three two-front runs moved
     # from 0.98x to 1.28x one front between runs of the same code (2026-11-26)
     goal_repeats = 2 * ctx.repeats - 1
-    series: dict[tuple[str, int], list[dict]] = {(load, n): [] for load in LOADS for n in (1, 2)}
+    series: dict[tuple[str, int], list[dict]] = {(load, n): [] for load in loads for n in (1, 2)}
     moto = MotoProcess()
     proxy = S3FaultProxy(moto.endpoint, latency=PROFILES["s3-standard"]).start()
     try:
         for i in range(goal_repeats):
-            for li, (load, (config, size)) in enumerate(LOADS.items()):
+            for li, (load, (config, size)) in enumerate(loads.items()):
                 repeats = goal_repeats if load == GOAL_LOAD else ctx.repeats
                 if i >= repeats:
                     continue
@@ -279,13 +281,13 @@ def run(ctx: BenchContext) -> BenchResult:
         return median([r[key] for r in runs])
 
     rows, ratios, wholes, little = [], {}, {}, []
-    for load in LOADS:
+    for load in loads:
         one, one_whole = med("steady_records_per_s", load, 1), med("records_per_s", load, 1)
         ratios[load] = med("steady_records_per_s", load, 2) / one if one else 0.0
         wholes[load] = med("records_per_s", load, 2) / one_whole if one_whole else 0.0
         for n in (1, 2):
             rate, whole = med("steady_records_per_s", load, n), med("records_per_s", load, n)
-            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{rate * LOADS[load][1] / 1e6:.1f}",
+            rows.append([load, f"{n} front{'s' if n > 1 else ''}", f"{rate:,.0f}", f"{rate * loads[load][1] / 1e6:.1f}",
                          f"{rate / one:.2f}x" if one else "-", f"{whole:,.0f}",
                          f"{whole / one_whole:.2f}x" if one_whole else "-",
                          *(f"{med(k, load, n):.2f}" for k in ("front_cpu_s", "moto_cpu_s", "proxy_cpu_s",
@@ -300,7 +302,7 @@ def run(ctx: BenchContext) -> BenchResult:
             little.append([load, f"{n} front{'s' if n > 1 else ''}", f"{med('in_flight', load, n):.2f}",
                            f"{med('records_per_request', load, n):,.0f}", latency, factors])
     text = (f"{PRODUCERS} librdkafka producer processes; per run, the same bytes of record values in every load ("
-            f"{', '.join(f'{records[load]:,} records of {size:,} B' for load, (_, size) in LOADS.items())}); a "
+            f"{', '.join(f'{records[load]:,} records of {size:,} B' for load, (_, size) in loads.items())}); a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
             f"{goal_repeats} interleaved runs ({GOAL_LOAD}) and {ctx.repeats} (the others). The figure is the steady "
             f"state: from the moment the producers together have had {STEADY[0]:.0%} of the run's records "
@@ -316,7 +318,7 @@ def run(ctx: BenchContext) -> BenchResult:
             f"record acknowledged by each; the fronts' counters and the CPU are read over the whole timed part). "
             f"Producers: "
             f"{_settings(PRODUCER)} (records spread one by one). Loads: "
-            + "; ".join(f"{k} ({_settings(config)})" for k, (config, _) in LOADS.items())
+            + "; ".join(f"{k} ({_settings(config)})" for k, (config, _) in loads.items())
             + ".\n\n"
             + md_table(["load", "fronts", "records/s (steady state)", "MB/s", "vs one front",
                         "records/s (whole run)", "vs one front (whole run)", "front CPU cores busy (sum)",
@@ -331,7 +333,7 @@ def run(ctx: BenchContext) -> BenchResult:
                         "Produce latency at the fronts, ms (committer / other)",
                         "two vs one: in flight x records per request x 1/latency"], little))
     stage_rows = []
-    for load in LOADS:
+    for load in loads:
         for n in (1, 2):
             roles = ("one front",) if n == 1 else ("committer front", "other front")
             for role in roles:
@@ -356,6 +358,6 @@ def run(ctx: BenchContext) -> BenchResult:
     lines = [f"{load}: 1 front {med('steady_records_per_s', load, 1):,.0f} rec/s, 2 fronts "
              f"{med('steady_records_per_s', load, 2):,.0f} rec/s: {ratios[load]:.2f}x in the steady state, "
              f"{wholes[load]:.2f}x over the whole run; machine CPU cores busy "
-             f"{med('machine_cpu_s', load, 1):.2f} / {med('machine_cpu_s', load, 2):.2f}" for load in LOADS]
+             f"{med('machine_cpu_s', load, 1):.2f} / {med('machine_cpu_s', load, 2):.2f}" for load in loads]
     return BenchResult(text, lines, {"ratio": ratio, "ratio_whole_run": whole,
                                      **{f"ratio_{k}": v for k, v in ratios.items()}}, goals)

@@ -65,7 +65,7 @@ def _fill(root, records: int) -> int:
 
 def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import MotoProcess
-    from bench.s3_proxy import PROFILES, S3FaultProxy
+    from bench.s3_proxy import PROFILES, S3FaultProxy, bench_roots
     from bench.spark_scan import _session
     from lakelog.compaction.compaction_job import run_compaction
     from lakelog.compaction.retention_job import run_retention
@@ -76,7 +76,7 @@ def run(ctx: BenchContext) -> BenchResult:
     moto = MotoProcess()
     cleanup.callback(moto.close)
     cleanup.enter_context(moto.environment())
-    backends = ("local", "moto", "s3-express", "s3-standard")
+    backends = bench_roots(ctx.quick)
     rows, metrics = [], {}
     with cleanup:
         spark, created = _session()

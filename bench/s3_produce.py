@@ -79,7 +79,7 @@ def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, STAGE_NAMES, STAGES, FrontProcess,
                                     MotoProcess, Run, _free_port, arrow_body, http_load, json_body, stage_means)
     from bench.kafka_produce import confluent_produce
-    from bench.s3_proxy import PROFILES, S3FaultProxy
+    from bench.s3_proxy import PROFILES, S3FaultProxy, bench_roots
 
     jbody, abody, big_abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS), arrow_body(OBJECT_STORE_ARROW_RECORDS)
     json_requests, arrow_requests = ctx.size(20, 2), ctx.size(6, 1)
@@ -87,7 +87,7 @@ def run(ctx: BenchContext) -> BenchResult:
     rows, metrics, goals_data, stages, floors, half_latency = [], {}, {}, {}, {}, {}
     moto = MotoProcess()
     try:
-        for backend in ("local", "moto", "s3-express", "s3-standard"):
+        for backend in bench_roots(ctx.quick):
             proxy = None
             if backend == "local":
                 root, env = str(ctx.workdir / "s3-produce-local"), {}

@@ -75,6 +75,17 @@ PROFILES = {
     "s3-express": LatencyProfile("s3-express", {op: (5, 10) for op in OPERATIONS}, mb_per_s=200.0),
 }
 
+#: The roots the S3 benchmarks compare: a local directory, then moto behind the proxy with no added latency and
+#: with each profile's. A quick run (the smoke tests) takes the two ends only: the middle ones run the same code
+#: as the last, with another latency.
+ROOTS = ("local", "moto", "s3-express", "s3-standard")
+QUICK_ROOTS = ("local", "s3-standard")
+
+
+def bench_roots(quick: bool) -> tuple[str, ...]:
+    """The roots a run compares: :data:`QUICK_ROOTS` in a quick run, else :data:`ROOTS`."""
+    return QUICK_ROOTS if quick else ROOTS
+
 
 def operation(method: str, target: str) -> str:
     """The S3 operation of a request: a GET with ``list-type`` or ``prefix`` in its query is a LIST."""
