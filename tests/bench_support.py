@@ -15,15 +15,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_bench(tmp_path: Path, names: list[str], *, timeout: int, scale: float | None = None) -> str:
-    """Run ``names`` with ``--quick`` (and ``--scale``) into ``tmp_path/BENCHMARKS.md``; the file's text."""
-    out = tmp_path / "BENCHMARKS.md"
+def bench_process(tmp_path: Path, names: list[str], *, timeout: int,
+                  scale: float | None = None) -> subprocess.CompletedProcess:
+    """Run ``names`` with ``--quick`` (and ``--scale``) into ``tmp_path/BENCHMARKS.md``; fails unless it exits 0."""
     proc = subprocess.run(
         [sys.executable, "-m", "bench.run", *names, "--quick", *(("--scale", str(scale)) if scale else ()),
-         "--output", str(out), "--workdir", str(tmp_path)],
+         "--output", str(tmp_path / "BENCHMARKS.md"), "--workdir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out.read_text()
+    return proc
+
+
+def run_bench(tmp_path: Path, names: list[str], *, timeout: int, scale: float | None = None) -> str:
+    """:func:`bench_process`; the text of ``tmp_path/BENCHMARKS.md`` after it."""
+    bench_process(tmp_path, names, timeout=timeout, scale=scale)
+    return (tmp_path / "BENCHMARKS.md").read_text()
 
 
 def section(text: str, name: str) -> str:

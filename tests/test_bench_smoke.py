@@ -7,30 +7,22 @@ Numbers are not asserted against goals here: performance is judged by ``make ben
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
-from bench_support import REPO, bench_section, run_bench, section
+from bench_support import bench_process, bench_section, run_bench, section
 
 
 def test_quick_run_produces_numbers_and_sections(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# notes kept\n\nhand-written findings\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "append", "seek", "--quick", "--scale", "0.2", "--output", str(out),
-         "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = bench_process(tmp_path, ["append", "seek"], timeout=300, scale=0.2)
     assert re.search(r"lakelog +[\d,]+ rec/s", proc.stdout), proc.stdout
     assert re.search(r"lakelog warm p50 [\d.]+ ms", proc.stdout), proc.stdout
     text = out.read_text()
     assert text.startswith("# notes kept\n\nhand-written findings\n")
     for name in ("append", "seek"):
-        body = re.search(rf"<!-- bench:{name} -->(.*?)<!-- /bench:{name} -->", text, re.S)
-        assert body, f"no {name} section in\n{text}"
-        assert re.search(r"\| [\d,]+ \| [\d,]+ \|", body.group(1)) or re.search(r"\| \d+\.\d{3} \|", body.group(1))
+        body = section(text, name)
+        assert re.search(r"\| [\d,]+ \| [\d,]+ \|", body) or re.search(r"\| \d+\.\d{3} \|", body)
     assert "deltalake" in text and "CPUs" in text  # the environment line
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("lakelog-bench-")], "scratch dirs left behind"
 
