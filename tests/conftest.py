@@ -17,11 +17,15 @@ from bench.moto_server import S3Server
 from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
 
 # The suite's JVMs (PySpark sessions, spark-submit, spark-shell, the standalone daemons and their executors) live
-# seconds on small data, where the JIT's optimising tier (C2) only competes with the tests for the 2 cores: the
-# first tier alone ran the Spark-heavy test files in 174 s against 243 s (2026-11-27). Tests only: `make bench`
-# and users' jobs keep the JVM's default. A value already set in the environment wins.
-TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTS} -Dspark.executor.extraJavaOptions={TEST_JVM_OPTS}")
+# seconds on small data, where their start-up is most of their CPU and the JIT's optimising tier (C2), G1's
+# concurrent threads and the verification of some 18,000 classes from pyspark's jars (built by javac, as ours)
+# only compete with the tests for the 2 cores: the first tier alone ran the Spark-heavy test files in 174 s against
+# 243 s (2026-11-27); the serial collector and no verification as well took a local session's start and first
+# query from 16.3 to 12.8 CPU-s (medians of 3), and tests/spark with tests/compaction from 351-354 s (681-685
+# CPU-s) to 311-315 s (607-610) (2026-11-28, two runs each, interleaved). Tests only: `make bench` and users' jobs
+# keep the JVM's default. A value already set in the environment wins.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{TEST_JVM_OPTS} "-Dspark.executor.extraJavaOptions={TEST_JVM_OPTS}"')
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
 
 
