@@ -128,6 +128,14 @@ def wait_for(check, timeout: float, what: str):
         time.sleep(0.2)
 
 
+def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, args: tuple = ()) -> Front:
+    """A :class:`Front` that also serves Kafka's protocol; its address is ``front.bootstrap``."""
+    port = free_port()
+    f = Front(root, workdir, env=env, args=("--kafka-listener", f"127.0.0.1:{port}", *args))
+    f.bootstrap = f"127.0.0.1:{port}"
+    return f
+
+
 def new_topic(http: httpx.Client, partitions: int = 2, configs: dict | None = None) -> str:
     """Create a uniquely named topic through the front; returns its name."""
     name = f"t-{uuid.uuid4().hex[:10]}"

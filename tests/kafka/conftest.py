@@ -17,18 +17,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
-from front_process import Front, free_port, new_topic  # noqa: E402
+from front_process import kafka_front_process, new_topic  # noqa: E402
 from s3_server import BUCKET, CREDS  # noqa: E402
 
 MAX_FRAME_BYTES = 2 << 20  # the shared front's request limit (and bound on what a batch decompresses to)
-
-
-def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, args: tuple = ()) -> Front:
-    """A :class:`Front` that also serves Kafka's protocol; its address is ``front.bootstrap``."""
-    port = free_port()
-    f = Front(root, workdir, env=env, args=("--kafka-listener", f"127.0.0.1:{port}", *args))
-    f.bootstrap = f"127.0.0.1:{port}"
-    return f
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from wire_client import WireClient
 from bench.s3_proxy import S3FaultProxy
 from s3_server import BUCKET

@@ -11,8 +11,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from conftest import kafka_front_process
-from front_process import new_topic
+from front_process import kafka_front_process, new_topic
 
 RECORDS = 3000
 PARTITIONS = 2

@@ -5,7 +5,6 @@ table and the tests must name the same rows."""
 from __future__ import annotations
 
 import re
-import socket
 import struct
 import time
 from pathlib import Path

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from front_process import Front, free_port, new_topic
+from front_process import kafka_front_process, new_topic
 
 pytestmark = __import__("pytest").mark.slow
 LOOP = Path(__file__).with_name("ctp_loop.py")
@@ -41,10 +41,7 @@ def committed_output(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
 
 
 def test_consume_transform_produce_is_exactly_once_through_kill_9(tmp_path):
-    kafka_port = free_port()
-    front = Front(str(tmp_path / "root"), tmp_path / "front", args=("--kafka-listener", f"127.0.0.1:{kafka_port}"))
-    front.bootstrap = f"127.0.0.1:{kafka_port}"
-    front.start()
+    front = kafka_front_process(str(tmp_path / "root"), tmp_path / "front").start()
     try:
         with front.client() as http:
             src, dst = new_topic(http, PARTITIONS), new_topic(http, PARTITIONS)

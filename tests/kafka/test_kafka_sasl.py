@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import kafka_front_process
+from front_process import kafka_front_process
 from wire_client import WireClient
 
 AUTH = {

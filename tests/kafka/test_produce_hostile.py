@@ -18,8 +18,7 @@ import time
 import pytest
 from crc32c import crc32c
 
-from conftest import kafka_front_process
-from front_process import new_topic
+from front_process import kafka_front_process, new_topic
 from kafka_front.record_batch import compressed_batch, encode_batch
 from wire_client import WireClient
 

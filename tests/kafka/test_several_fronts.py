@@ -23,7 +23,7 @@ from lakelog.storage.delta_log import read_tail
 from lakelog.storage.topic_snapshot import HANDED_COMMIT_IDS_KEY
 from s3_server import BUCKET
 
-from front_process import Front, free_port, new_topic, wait_for
+from front_process import Front, kafka_front_process, new_topic, wait_for
 
 SESSION_MS = 3000
 PARTITIONS = 6
@@ -38,10 +38,8 @@ def start_fronts(root: str, tmp_path, env: dict | None = None, nodes=(1, 2, 3)) 
     out = []
     env = {**(env or {}), "LAKELOG_FRONT_SESSION_TIMEOUT_MS": str(SESSION_MS)}
     for node in nodes:
-        port = free_port()
-        f = Front(root, tmp_path / f"logs-{node}", env=env,
-                  args=("--node-id", str(node), "--kafka-listener", f"127.0.0.1:{port}"))
-        f.bootstrap, f.node = f"127.0.0.1:{port}", node
+        f = kafka_front_process(root, tmp_path / f"logs-{node}", env=env, args=("--node-id", str(node)))
+        f.node = node
         out.append(f)
         f.start()
     return out
