@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import uuid
 
 import pytest
@@ -27,6 +28,15 @@ from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for 
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{TEST_JVM_OPTS} "-Dspark.executor.extraJavaOptions={TEST_JVM_OPTS}"')
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
+
+# The suite starts hundreds of Python processes (fronts, CLI runs, Spark's workers, benchmarks) that import the
+# checkout's packages, and each xdist worker imports every test module: with PYTHONDONTWRITEBYTECODE set (as on
+# this machine) each of them compiles those sources again, and pytest rewrites every test module's assertions
+# again: a collection of the suite took 11.4 CPU-s with it set, 4.5 without; tests/kafka, tests/api and
+# tests/groups (`-n 3`, from no caches) 768 busy CPU-s with it set, 705 and 734 without (2026-11-28, by hand; one
+# run each, the machine's noise about as large). The caches go to __pycache__ directories, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(scope="session")
