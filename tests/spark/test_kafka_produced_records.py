@@ -21,17 +21,14 @@ from lakelog.storage.storage_root import StorageRoot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
-from front_process import Front, free_port  # noqa: E402
+from front_process import kafka_front_process  # noqa: E402
 
 BASE_TS = 1_700_000_000_000
 
 
 @pytest.fixture
 def kafka_front(tmp_path):
-    port = free_port()
-    f = Front(str(tmp_path / "root"), tmp_path / "logs", args=("--kafka-listener", f"127.0.0.1:{port}"))
-    f.bootstrap = f"127.0.0.1:{port}"
-    f.start()
+    f = kafka_front_process(str(tmp_path / "root"), tmp_path / "logs").start()
     yield f
     f.stop()
 

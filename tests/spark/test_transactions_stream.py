@@ -19,7 +19,7 @@ from spark_support import lakelog_reader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
-from front_process import Front, free_port, new_topic  # noqa: E402
+from front_process import kafka_front_process, new_topic  # noqa: E402
 
 PARTITIONS = 3
 TRANSACTIONS = 24
@@ -48,8 +48,7 @@ def produce_transactions(bootstrap: str, topic: str, committed: list[bytes], abo
 
 def test_read_committed_stream_sees_committed_transactions_once(spark, lakelog_source, tmp_path):
     root = str(tmp_path / "root")
-    kafka_port = free_port()
-    front = Front(root, tmp_path / "front", args=("--kafka-listener", f"127.0.0.1:{kafka_port}")).start()
+    front = kafka_front_process(root, tmp_path / "front").start()
     try:
         with front.client() as http:
             topic = new_topic(http, PARTITIONS)
@@ -70,7 +69,7 @@ def test_read_committed_stream_sees_committed_transactions_once(spark, lakelog_s
              .option("checkpointLocation", str(tmp_path / "ck")).foreachBatch(on_batch).start())
         try:
             producer = threading.Thread(target=produce_transactions,
-                                        args=(f"127.0.0.1:{kafka_port}", topic, committed, aborted))
+                                        args=(front.bootstrap, topic, committed, aborted))
             producer.start()
             producer.join(120)
             assert not producer.is_alive()
