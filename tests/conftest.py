@@ -32,9 +32,11 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
 # The suite starts hundreds of Python processes (fronts, CLI runs, Spark's workers, benchmarks) that import the
 # checkout's packages, and each xdist worker imports every test module: with PYTHONDONTWRITEBYTECODE set (as on
 # this machine) each of them compiles those sources again, and pytest rewrites every test module's assertions
-# again: a collection of the suite took 11.4 CPU-s with it set, 4.5 without; tests/kafka, tests/api and
-# tests/groups (`-n 3`, from no caches) 768 busy CPU-s with it set, 705 and 734 without (2026-11-28, by hand; one
-# run each, the machine's noise about as large). The caches go to __pycache__ directories, which git ignores.
+# again: a collection of the suite took 11.4-11.9 CPU-s with it set, 4.9 without once the caches were written;
+# tests/kafka, tests/api and tests/groups (`-n 3`, from no caches) 768 busy CPU-s with it set (three of their
+# files then failed to collect and did not run), 734 without, all of them run (2026-11-28, by hand, one run each;
+# the machine's noise is about as large). The caches go to __pycache__
+# directories, which git ignores.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
