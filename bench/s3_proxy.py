@@ -101,6 +101,7 @@ class RequestStats:
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
     bytes_in: int = 0  # request bodies (what was stored)
     bytes_out: int = 0  # response bodies (what was read)
+    expect_continue: int = 0  # requests whose client waited for "100 Continue" before sending the body
     # Each forwarded request's service time in ms, from its last byte read to its response ready (the drawn
     # latency, the transfer time and the store's own time), by operation; PUTs of Delta commit files are kept
     # apart under "COMMIT" (and counted as PUTs in ``requests``)
@@ -310,6 +311,8 @@ class S3FaultProxy:
                 method, target = first.split(" ")[:2]
                 path = unquote(target)  # path and query: a LIST names its prefix in the query
                 if (_header(headers, "expect") or "").lower() == "100-continue":
+                    with self._lock:
+                        self.stats.expect_continue += 1
                     client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                     headers = [(k, v) for k, v in headers if k.lower() != "expect"]
                 if (_header(headers, "transfer-encoding") or "").lower().endswith("chunked"):

@@ -117,7 +117,7 @@ def main(job: str, argv: list[str] | None = None) -> int:
     args = build_parser(job).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    for noisy in ("py4j", "botocore", "urllib3"):
+    for noisy in ("py4j", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     started = time.monotonic()
     try:

@@ -19,7 +19,7 @@ import os
 import uuid
 
 from lakelog.storage.delta_log import read_commit, retry_listing_gaps
-from lakelog.storage.s3_objects import s3_client, split_path
+from lakelog.storage.s3_objects import create_object
 from lakelog.storage.storage_root import StorageRoot
 
 
@@ -33,7 +33,9 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
     Locally the data goes to a temporary file (its directory created if missing) moved to its final
     name without replacing (``renameat2(RENAME_NOREPLACE)``, else a hard link and an unlink), so
     readers see a whole file or none.  ``fsync=False`` leaves durability to the
-    page cache, as delta-rs's local store does (the append hot path uses it).
+    page cache, as delta-rs's local store does (the append hot path uses it). On S3 it is one conditional
+    PUT (:func:`lakelog.storage.s3_objects.create_object`); a failure other than the conflict is an
+    ``OSError`` after which the object may or may not exist.
     """
     if root.is_local:
         final = root.path_for(rel_path)
@@ -67,15 +69,10 @@ def put_if_absent(root: StorageRoot, rel_path: str, data: bytes, *, fsync: bool 
                 os.unlink(tmp)
             raise
         return
-    from botocore.exceptions import ClientError
-
-    bucket, key = split_path(root.path_for(rel_path))
     try:
-        s3_client(root.options).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
-            raise CommitConflict(rel_path) from None
-        raise
+        create_object(root, root.path_for(rel_path), data)
+    except FileExistsError:
+        raise CommitConflict(rel_path) from None
 
 
 @functools.cache

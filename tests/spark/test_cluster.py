@@ -173,7 +173,7 @@ def test_shipped_with_py_files(standalone, tmp_path, s3_endpoint, wheel, bare_py
     master, logs = standalone
     missing = subprocess.run([bare_python, "-c", "import lakelog"], cwd=tmp_path, capture_output=True, text=True)
     assert missing.returncode != 0 and "No module named 'lakelog'" in missing.stderr
-    deps = subprocess.run([bare_python, "-c", "import pyspark, deltalake, pyarrow, pandas, boto3"], cwd=tmp_path)
+    deps = subprocess.run([bare_python, "-c", "import pyspark, deltalake, pyarrow, pandas, obstore"], cwd=tmp_path)
     assert deps.returncode == 0
     # PySpark puts only these suffixes from --py-files on its workers' path: a .whl would be shipped but never
     # importable (the planner fails with "No module named 'pyspark_lakelog'"). A wheel is a zip archive.
