@@ -33,6 +33,15 @@ def test_put_get_head_and_create_and_their_outcomes(s3_endpoint) -> None:
     assert get_object(root, root.path_for("a", "new")) == b"created"
 
 
+def test_an_option_obstore_cannot_parse_is_a_value_error_naming_no_value(s3_endpoint) -> None:
+    options = dict(s3_options(s3_endpoint), aws_virtual_hosted_style_request="maybe")
+    root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", options)
+    with pytest.raises(ValueError) as raised:
+        get_object(root, root.path_for("object"))
+    message = str(raised.value)
+    assert "not valid" in message and "maybe" not in message and s3_endpoint not in message
+
+
 def test_a_process_forked_after_the_client_started_gets_an_error_not_a_hang(s3_endpoint) -> None:
     root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint))
     path = root.path_for("object")

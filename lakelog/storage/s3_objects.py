@@ -8,11 +8,11 @@ in series. These calls are one request each: :func:`get_object` one GET (a missi
 ``OSError``, as a filesystem's would be. Thread-safe (obstore stores are).
 
 The client is obstore's (Python bindings of Rust's ``object_store``, the crate delta-rs reads and writes
-with), not boto3's: a request costs this process 0.7-0.9 ms of CPU against boto3's 2.3-2.7 ms (by hand,
-2026-11-28, bodies of 2 KB to 1 MB against moto), and its signing, sending and waiting happen outside the
-GIL, which a front's event loop and its other uploads share. Like delta-rs's, it sends no checksum of the
-body (TLS protects it in transit to S3) and no ``Expect: 100-continue``, which would cost each PUT a round
-trip before its body.
+with), not boto3's: a PUT costs this process 0.6-1.0 ms of CPU against boto3's 2.3-3.0 ms for bodies of 2 and
+64 KB, and 1.5-1.7 ms against 3.8-4.7 for 1 MB (by hand, 2026-11-28, against moto), and its signing, sending
+and waiting happen outside the GIL, which a front's event loop and its other uploads share. Like delta-rs's,
+it sends no checksum of the body (TLS protects it in transit to S3) and no ``Expect: 100-continue``, which
+would cost each PUT a round trip before its body.
 
 Paths are the root's filesystem paths (:meth:`StorageRoot.path_for`): ``<bucket>/<key>``.
 """
@@ -137,7 +137,9 @@ def s3_store(bucket: str, options: tuple[tuple[str, str], ...]):
     """An obstore S3 store of ``bucket`` for a root's storage options, cached (a store keeps its connections)
     and bounded in time: the root's ``connect_timeout``/``timeout`` (default 5 s / 30 s) and ``max_retries``
     (default 3; obstore retries a request on a 5xx, a connection error or, for a GET or HEAD, a timeout).
-    Endpoint and credentials not in the options come from the ``AWS_*`` environment, as for delta-rs."""
+    Endpoint and credentials not in the options come from the ``AWS_*`` environment, as for delta-rs. An
+    option obstore cannot parse is a ``ValueError`` naming none of the values."""
+    from obstore.exceptions import BaseError
     from obstore.store import S3Store
 
     opts = dict(options)
@@ -145,5 +147,8 @@ def s3_store(bucket: str, options: tuple[tuple[str, str], ...]):
     client = {"connect_timeout": timedelta(seconds=_seconds(opts.get("connect_timeout", "5s"))),
               "timeout": timedelta(seconds=_seconds(opts.get("timeout", "30s"))),
               "allow_http": opts.get("aws_allow_http", "false").lower() == "true"}
-    return S3Store(bucket, config=config, client_options=client,
-                   retry_config={"max_retries": int(opts.get("max_retries", "3"))})
+    try:
+        return S3Store(bucket, config=config, client_options=client,
+                       retry_config={"max_retries": int(opts.get("max_retries", "3"))})
+    except BaseError as e:
+        raise ValueError(f"the root's S3 options are not valid: {type(e).__name__}") from e
