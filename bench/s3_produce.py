@@ -10,7 +10,9 @@ that the bytes in flight (192 MB), not the load generator, bound the rate:
   added latency (so its requests are counted);
 * **s3-express** and **s3-standard** -- the same moto server behind the proxy with the latency profiles of
   :data:`bench.s3_proxy.PROFILES` (per request, drawn from a log-normal with the profile's p50 and p99;
-  requests wait concurrently).
+  requests wait concurrently);
+* **s3-standard, commit_put_copies=2** -- S3 Standard again, JSON and Arrow only, the front's root sending every
+  commit PUT as two copies at once (docs/storage.md): its latency and PUTs beside the default's.
 
 For each: records/s and MB/s of JSON, Arrow and Kafka-protocol produce (librdkafka; on the object stores also
 with the client settings docs/kafka-clients.md advises there) at the maximum rate, p50/p99
@@ -39,6 +41,18 @@ HALF_RATE_S = 30  # long enough for the background checkpoints (at most one per 
 # for longer) keep them from queueing behind each other
 KAFKA_OBJECT_STORE = {"linger.ms": 100, "sticky.partitioning.linger.ms": 50}
 LABELS = {"json": "JSON", "arrow": "ARROW", "kafka": "KAFKA", "kafka-s3": "KAFKA, S3 settings"}
+# S3 Standard again, JSON and Arrow, with every commit PUT sent as two copies at once (docs/storage.md)
+COPIES_ROOT = "s3-standard, commit_put_copies=2"
+
+
+def _roots(quick: bool):
+    """(label, latency profile or None, key prefix, the front's extra arguments) of each root measured."""
+    from bench.s3_proxy import bench_roots
+
+    for backend in bench_roots(quick):
+        yield backend, backend, backend, ()
+        if backend == "s3-standard":
+            yield COPIES_ROOT, backend, "s3-standard-copies", ("--storage-option", "commit_put_copies=2")
 
 
 def _create_topic(url: str) -> str:
@@ -79,7 +93,7 @@ def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import (ARROW, ARROW_RECORDS, CLIENTS, JSON_RECORDS, STAGE_NAMES, STAGES, FrontProcess,
                                     MotoProcess, Run, _free_port, arrow_body, http_load, json_body, stage_means)
     from bench.kafka_produce import confluent_produce
-    from bench.s3_proxy import PROFILES, S3FaultProxy, bench_roots
+    from bench.s3_proxy import PROFILES, S3FaultProxy
 
     jbody, abody, big_abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS), arrow_body(OBJECT_STORE_ARROW_RECORDS)
     json_requests, arrow_requests = ctx.size(20, 2), ctx.size(6, 1)
@@ -87,20 +101,20 @@ def run(ctx: BenchContext) -> BenchResult:
     rows, metrics, goals_data, stages, floors, half_latency = [], {}, {}, {}, {}, {}
     moto = MotoProcess()
     try:
-        for backend in bench_roots(ctx.quick):
+        for backend, profile, prefix, front_args in _roots(ctx.quick):
             proxy = None
             if backend == "local":
                 root, env = str(ctx.workdir / "s3-produce-local"), {}
             else:
-                proxy = S3FaultProxy(moto.endpoint, latency=PROFILES.get(backend)).start()
-                root, env = f"s3://{MotoProcess.BUCKET}/{backend}", {**moto.env, "AWS_ENDPOINT_URL": proxy.url}
+                proxy = S3FaultProxy(moto.endpoint, latency=PROFILES.get(profile)).start()
+                root, env = f"s3://{MotoProcess.BUCKET}/{prefix}", {**moto.env, "AWS_ENDPOINT_URL": proxy.url}
             # Each request waits for its commit, so a closed loop of C clients makes at most C requests per
             # acknowledgement latency: object stores get more clients (as producers keep several requests
             # in flight), or the load generator, not the front, would set their rate.
             clients = CLIENTS if backend == "local" else OBJECT_STORE_CLIENTS
             ctx.progress(f"{backend}: front on {root}, {clients} clients")
             bootstrap = f"127.0.0.1:{_free_port()}"
-            front = FrontProcess(root, ctx.workdir, env=env, args=("--kafka-listener", bootstrap))
+            front = FrontProcess(root, ctx.workdir, env=env, args=("--kafka-listener", bootstrap, *front_args))
             try:
                 def url() -> str:
                     return f"{front.url}/v1/topics/{_create_topic(front.url)}/records"
@@ -118,7 +132,8 @@ def run(ctx: BenchContext) -> BenchResult:
                     stats[kind] = proxy.reset_stats() if proxy is not None else None
                 # The Kafka protocol: one librdkafka producer (lz4, linger.ms 5, acks=all, idempotent); on object
                 # stores the same producer again with the settings advised there
-                kafka_configs = {"kafka": {}} | ({"kafka-s3": KAFKA_OBJECT_STORE} if proxy is not None else {})
+                kafka_configs = ({} if backend == COPIES_ROOT else
+                                 {"kafka": {}} | ({"kafka-s3": KAFKA_OBJECT_STORE} if proxy is not None else {}))
                 for kind, config in kafka_configs.items():
                     topic = _create_topic(front.url)
                     if proxy is not None:
@@ -139,7 +154,7 @@ def run(ctx: BenchContext) -> BenchResult:
                     stages[(backend, kind)] = stage_means(before, front.histogram(STAGES, "stage"))
                     if proxy is not None:
                         floors[(backend, kind)] = _floors(proxy.reset_stats(), half[kind], records)
-                rate = runs["kafka"].records_per_s / 2  # both settings at one load: their p99s compare
+                rate = runs["kafka"].records_per_s / 2 if kafka_configs else 0  # both settings at one load
                 for kind, config in kafka_configs.items():
                     half_rate_s, latencies = confluent_produce(bootstrap, _create_topic(front.url),
                                                                ctx.size(int(rate * HALF_RATE_S), 2_000),
@@ -149,7 +164,7 @@ def run(ctx: BenchContext) -> BenchResult:
                 front.close()
                 if proxy is not None:
                     proxy.stop()
-                    moto.clear(f"{backend}/")  # the next root's LISTs do not scan this one's keys (MotoProcess.clear)
+                    moto.clear(f"{prefix}/")  # the next root's LISTs do not scan this one's keys (MotoProcess.clear)
             for kind in runs:
                 r, st, lat = runs[kind], stats[kind], half[kind].latency_ms()
                 ingested_gb = r.records * 100 / 1e9 if isinstance(r, KafkaRun) else r.records_per_request * len(r.latencies) * 100 / 1e9
@@ -188,6 +203,9 @@ def run(ctx: BenchContext) -> BenchResult:
                   + ", ".join(f"{k.upper()} {v:.1f}" for k, v in floor_p99.items())
                   + "; with every commit PUT sent twice and segment PUTs hedged at their p90: "
                   + ", ".join(f"{k.upper()} {v:.1f}" for k, v in twice_p99.items()) + ")") if floor_p99 else ""
+    if f"{COPIES_ROOT}_json_half_p99_ms" in metrics:
+        floor_note += ("; with commit_put_copies=2: " + ", ".join(
+            f"{k.upper()} {metrics[f'{COPIES_ROOT}_{k}_half_p99_ms']:.1f}" for k in ("json", "arrow")))
     goals = [
         Goal(f"s3-standard: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S,
              f"{best_mb:.1f} MB/s"),
@@ -203,7 +221,9 @@ def run(ctx: BenchContext) -> BenchResult:
             f"for its commit, so at S3 latency 8 clients would bound the rate themselves); JSON: {JSON_RECORDS:,} "
             f"records per request, Arrow: {ARROW_RECORDS:,} (local) and {OBJECT_STORE_ARROW_RECORDS:,} from "
             f"{OBJECT_STORE_ARROW_CLIENTS} clients (S3 roots: 192 MB in flight); 100-byte values; "
-            f"the front's default settings (buffer.memory 64 MiB locally, 256 MiB on object stores); "
+            f"the front's default settings (buffer.memory 64 MiB locally, 256 MiB on object stores) but on the "
+            f"{COPIES_ROOT} root, S3 Standard's latency again with every commit PUT sent as two copies at once "
+            f"(JSON and Arrow); "
             f"linger.ms 5; one {PARTITIONS}-partition topic per run. KAFKA: one confluent-kafka producer (lz4, linger.ms 5, "
             f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener; on the "
             f"object stores also with the settings docs/kafka-clients.md advises there (KAFKA, S3 settings: linger.ms "
@@ -230,7 +250,7 @@ def run(ctx: BenchContext) -> BenchResult:
               "sent again when slower than its p90, and with the segment PUTs hedged so and every commit PUT "
               "sent twice at once (PUTs per request counts the hedges and copies; a commit shared by k "
               "requests counts 1/k). Measured minus floor is what queueing and the shared CPU add; the front "
-              "sends each PUT once (docs/storage.md).\n\n"
+              f"sends each PUT once, but each commit PUT twice on the {COPIES_ROOT} root (docs/storage.md).\n\n"
             + md_table(["root", "body", "PUT p50 / p99 ms (measured)", "p50 / p99 ms at half rate (measured)",
                         "floor p50 / p99 ms", "floor with hedged PUTs p50 / p99 ms",
                         "floor with commit PUTs sent twice p50 / p99 ms", "PUTs per request (floor / hedged / twice)"],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
 from typing import Callable, TypeVar
 
@@ -95,8 +96,41 @@ def create_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None
     """Write the object in one PUT unless the key exists (``If-None-Match: *``): then ``FileExistsError``,
     and nothing was written. Any other failure is an ``OSError`` whose outcome is unknown: the PUT may have
     landed, and a retry of it by the client that found the key its own PUT had created is a
-    ``FileExistsError`` too (the caller tells the two apart by the content)."""
-    _put(root, path, data, "create")
+    ``FileExistsError`` too (the caller tells the two apart by the content).
+
+    With the root's ``commit_put_copies=2`` the PUT goes out twice at once, and the first answer that created
+    the key wins: S3's latency tail is per request, so the slower copy's wait is not paid (the loser's answer
+    is ``412 Precondition Failed``, since its twin created the key). Only when neither copy created it is
+    there a failure: an ``OSError`` (unknown outcome) if either copy's outcome is unknown, else
+    ``FileExistsError``. Each such call holds two threads of a shared pool of :data:`COPY_THREADS` while
+    the copies are in flight; callers beyond that wait for a thread."""
+    if commit_put_copies(root) == 1:
+        return _put(root, path, data, "create")
+    _store(split_path(path)[0], root.options)  # in a forked process, refused here: the pool has no threads there
+    pending = {_copies().submit(_put, root, path, data, "create") for _ in range(2)}
+    failure: BaseException | None = None
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for f in done:
+            if (e := f.exception()) is None:
+                return None
+            if failure is None or isinstance(failure, FileExistsError):  # an unknown outcome outranks a conflict
+                failure = e
+    raise failure
+
+
+COPY_THREADS = 32  # conditional PUTs sent as two copies, in flight at once (two threads each)
+
+
+def commit_put_copies(root: StorageRoot) -> int:
+    """How many copies of each conditional PUT the root sends at once: its ``commit_put_copies`` option, 1
+    (the default) or 2 (:meth:`StorageRoot.resolve` refuses any other value)."""
+    return int(dict(root.options).get("commit_put_copies", "1"))
+
+
+@functools.cache
+def _copies() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=COPY_THREADS, thread_name_prefix="lakelog-put-copy")
 
 
 def _put(root: StorageRoot, path: str, data: bytes | pa.Buffer, mode: str) -> None:
