@@ -9,6 +9,7 @@ once, in order, with a commit file that only one copy created.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -41,8 +42,13 @@ def key_put(key: str):
     return lambda method, path: method == "PUT" and path.split("?")[0].endswith(key)
 
 
-def puts_of(proxy: S3FaultProxy, key: str) -> int:
-    return sum(1 for m, p, _ in proxy.log if key_put(key)(m, p))
+def puts_of(proxy: S3FaultProxy, key: str, at_least: int = 0) -> int:
+    """The PUTs of ``key`` the proxy has received, once there are ``at_least`` (or 10 s passed): the call
+    returns on the first copy's answer, and the other copy may reach the proxy later."""
+    deadline = time.monotonic() + 10
+    while (n := sum(1 for m, p, _ in proxy.log if key_put(key)(m, p))) < at_least and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return n
 
 
 @pytest.mark.parametrize("value, copies", [(None, 1), ("1", 1), ("2", 2)])
@@ -61,10 +67,10 @@ def test_both_copies_go_out_and_the_key_is_created_once(proxy) -> None:
     root = copies_root(proxy)
     path = root.path_for("a", "key")
     create_object(root, path, b"first")
-    assert puts_of(proxy, "/a/key") == 2 and get_object(root, path) == b"first"
+    assert puts_of(proxy, "/a/key", 2) == 2 and get_object(root, path) == b"first"
     with pytest.raises(FileExistsError):  # both copies refused: the key was there
         create_object(root, path, b"second")
-    assert puts_of(proxy, "/a/key") == 4 and get_object(root, path) == b"first"
+    assert puts_of(proxy, "/a/key", 4) == 4 and get_object(root, path) == b"first"
 
 
 def test_one_copy_sends_one_put(proxy) -> None:
@@ -101,6 +107,7 @@ def test_when_neither_copy_creates_the_key_an_unknown_outcome_outranks_a_conflic
     assert get_object(root, root.path_for("both-fail")) is None
     path = root.path_for("exists")
     create_object(root, path, b"first")
+    assert puts_of(proxy, "/exists", 2) == 2  # both copies in, before the fault is armed for the next call
     proxy.fail(key_put("/exists"), status=500)  # one copy's outcome unknown, the other refused (412)
     with pytest.raises(OSError) as raised:
         create_object(root, path, b"second")
@@ -136,8 +143,13 @@ def test_concurrent_appends_with_two_copies_acknowledge_every_record_once_in_ord
     assert len(held.hits) == 1 and not held.done.is_set()  # every commit landed without the held copy
     held.release.set()
     assert held.done.wait(30) and held.upstream_statuses == [412]
-    versions = [p for m, p, _ in proxy.log[start:] if commit_put(m, p) and "/topics/t/_delta_log/" in p]
-    assert len(versions) == 2 * len(set(versions))  # each version's commit PUT went out exactly twice
+    def versions() -> list[str]:
+        return [p for m, p, _ in proxy.log[start:] if commit_put(m, p) and "/topics/t/_delta_log/" in p]
+
+    deadline = time.monotonic() + 10  # the last commit's second copy may reach the proxy after its answer
+    while len(versions()) < 2 * len(set(versions())) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(versions()) == 2 * len(set(versions()))  # each version's commit PUT went out exactly twice
     records = check_log(root, "t", acks)
     assert sum(len(r) for r in records.values()) == 120
     assert find_orphan_files(root, "t") == []
@@ -151,7 +163,11 @@ def test_a_commit_whose_copies_both_lost_their_answers_is_found_by_its_commit_id
     log.create_topic("t", 1)
     first = tuple(value_of(0, 0, 0, j) for j in range(2))
     res0 = log.append("t", [{"value": v} for v in first], partition=0)[0]
-    lost = proxy.lose_response(lambda m, p: commit_put(m, p) and "/topics/t/_delta_log/" in p, times=2)
+    commits = lambda m, p: commit_put(m, p) and "/topics/t/_delta_log/" in p  # noqa: E731
+    deadline = time.monotonic() + 10  # version 0 (delta-rs's, one PUT) and both copies of version 1 in
+    while sum(1 for m, p, _ in proxy.log if commits(m, p)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lost = proxy.lose_response(commits, times=2)
     values = tuple(value_of(1, 0, 0, j) for j in range(3))
     res = log.append_pipelined("t", [PartitionBatch(0, normalize_records([{"value": v} for v in values]))])[0]
     res = res.result(timeout=60)[0]

@@ -42,19 +42,24 @@ def test_an_option_obstore_cannot_parse_is_a_value_error_naming_no_value(s3_endp
     assert "not valid" in message and "maybe" not in message and s3_endpoint not in message
 
 
-def test_a_process_forked_after_the_client_started_gets_an_error_not_a_hang(s3_endpoint) -> None:
-    root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint))
+@pytest.mark.parametrize("copies", ["1", "2"])  # two copies of a conditional PUT go through a thread pool
+def test_a_process_forked_after_the_client_started_gets_an_error_not_a_hang(s3_endpoint, copies) -> None:
+    root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", dict(s3_options(s3_endpoint),
+                                                                         commit_put_copies=copies))
     path = root.path_for("object")
     put_object(root, path, b"before the fork")
+    create_object(root, root.path_for("created"), b"before the fork")  # the copies' pool started, if any
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: report what the GET did, and leave without running pytest's exit handlers
-        try:
-            get_object(root, path)
-            outcome = b"no error"
-        except OSError as e:
-            outcome = str(e).encode()
-        os.write(write, outcome)
+    if pid == 0:  # the child: report what a GET and a conditional PUT did, and leave without pytest's exit handlers
+        outcomes = []
+        for call in (lambda: get_object(root, path), lambda: create_object(root, root.path_for("child"), b"x")):
+            try:
+                call()
+                outcomes.append("no error")
+            except OSError as e:
+                outcomes.append(str(e))
+        os.write(write, "\n".join(outcomes).encode())
         os._exit(0)
     os.close(write)
     deadline = time.monotonic() + 30
@@ -62,9 +67,9 @@ def test_a_process_forked_after_the_client_started_gets_an_error_not_a_hang(s3_e
         if time.monotonic() > deadline:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
-            raise AssertionError("the forked process's GET hung")
+            raise AssertionError("a call in the forked process hung")
         time.sleep(0.05)
     with os.fdopen(read, "rb") as f:
         outcome = f.read().decode()
-    assert "forked" in outcome and "spawn" in outcome, outcome
+    assert len(outcome.split("\n")) == 2 and all("forked" in o and "spawn" in o for o in outcome.split("\n")), outcome
     assert get_object(root, path) == b"before the fork"  # this process's client still works

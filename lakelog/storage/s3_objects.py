@@ -106,7 +106,8 @@ def create_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None
     the copies are in flight; callers beyond that wait for a thread."""
     if commit_put_copies(root) == 1:
         return _put(root, path, data, "create")
-    _store(split_path(path)[0], root.options)  # in a forked process, refused here: the pool has no threads there
+    # refused here in a forked process: there the pool has no threads, though its count of idle ones says it has
+    _store(split_path(path)[0], root.options)
     pending = {_copies().submit(_put, root, path, data, "create") for _ in range(2)}
     failure: BaseException | None = None
     while pending:
@@ -138,10 +139,11 @@ def _put(root: StorageRoot, path: str, data: bytes | pa.Buffer, mode: str) -> No
     from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
     bucket, key = split_path(path)
+    store = _store(bucket, root.options)  # its own OSError in a forked process, not one naming the PUT
     try:
         # obstore takes a one-dimensional buffer of unsigned bytes; an Arrow buffer's view is of signed ones
         body = memoryview(data).cast("B") if isinstance(data, pa.Buffer) else data
-        obstore.put(_store(bucket, root.options), key, body, mode=mode, use_multipart=False)
+        obstore.put(store, key, body, mode=mode, use_multipart=False)
     except (AlreadyExistsError, PreconditionError, FileExistsError) as e:
         raise FileExistsError(f"{key} exists") from e
     except (BaseError, OSError) as e:
