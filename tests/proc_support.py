@@ -52,6 +52,14 @@ def spawn_writer(config: dict) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).parent))
 
 
+def wait_for(predicate, what: str, timeout: float = 20.0) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` if it still does not after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert predicate(), what
+
+
 def wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
     """Wait until ``path`` exists; fail loudly if the child dies first or the wait times out."""
     deadline = time.monotonic() + timeout

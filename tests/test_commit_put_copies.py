@@ -9,7 +9,6 @@ once, in order, with a commit file that only one copy created.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
@@ -21,7 +20,7 @@ from lakelog.storage.orphan_files import find_orphan_files
 from lakelog.storage.s3_objects import commit_put_copies, create_object, get_object
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
-from proc_support import Ack, check_log, value_of
+from proc_support import Ack, check_log, value_of, wait_for
 from bench.s3_proxy import S3FaultProxy, commit_put
 
 
@@ -42,13 +41,11 @@ def key_put(key: str):
     return lambda method, path: method == "PUT" and path.split("?")[0].endswith(key)
 
 
-def puts_of(proxy: S3FaultProxy, key: str, at_least: int = 0) -> int:
-    """The PUTs of ``key`` the proxy has received, once there are ``at_least`` (or 10 s passed): the call
-    returns on the first copy's answer, and the other copy may reach the proxy later."""
-    deadline = time.monotonic() + 10
-    while (n := sum(1 for m, p, _ in proxy.log if key_put(key)(m, p))) < at_least and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return n
+def puts_of(proxy: S3FaultProxy, key: str, settled: int = 0) -> int:
+    """The PUTs of ``key`` the proxy has received, once it has ``settled`` of them: a call returns on the first
+    copy's answer, and the other copy may reach the proxy later."""
+    wait_for(lambda: sum(1 for m, p, _ in proxy.log if key_put(key)(m, p)) >= settled, f"{settled} PUTs of {key}")
+    return sum(1 for m, p, _ in proxy.log if key_put(key)(m, p))
 
 
 @pytest.mark.parametrize("value, copies", [(None, 1), ("1", 1), ("2", 2)])
@@ -146,9 +143,8 @@ def test_concurrent_appends_with_two_copies_acknowledge_every_record_once_in_ord
     def versions() -> list[str]:
         return [p for m, p, _ in proxy.log[start:] if commit_put(m, p) and "/topics/t/_delta_log/" in p]
 
-    deadline = time.monotonic() + 10  # the last commit's second copy may reach the proxy after its answer
-    while len(versions()) < 2 * len(set(versions())) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the last commit's second copy may reach the proxy after its answer
+    wait_for(lambda: len(versions()) >= 2 * len(set(versions())), "both copies of every commit PUT")
     assert len(versions()) == 2 * len(set(versions()))  # each version's commit PUT went out exactly twice
     records = check_log(root, "t", acks)
     assert sum(len(r) for r in records.values()) == 120
@@ -164,9 +160,8 @@ def test_a_commit_whose_copies_both_lost_their_answers_is_found_by_its_commit_id
     first = tuple(value_of(0, 0, 0, j) for j in range(2))
     res0 = log.append("t", [{"value": v} for v in first], partition=0)[0]
     commits = lambda m, p: commit_put(m, p) and "/topics/t/_delta_log/" in p  # noqa: E731
-    deadline = time.monotonic() + 10  # version 0 (delta-rs's, one PUT) and both copies of version 1 in
-    while sum(1 for m, p, _ in proxy.log if commits(m, p)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # version 0 (delta-rs's, one PUT) and both copies of version 1 in before the fault is armed
+    wait_for(lambda: sum(1 for m, p, _ in proxy.log if commits(m, p)) >= 3, "version 1's two commit PUTs")
     lost = proxy.lose_response(commits, times=2)
     values = tuple(value_of(1, 0, 0, j) for j in range(3))
     res = log.append_pipelined("t", [PartitionBatch(0, normalize_records([{"value": v} for v in values]))])[0]

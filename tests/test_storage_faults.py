@@ -25,7 +25,7 @@ from lakelog.storage.orphan_files import find_orphan_files
 from lakelog.storage.producer_ids import ProducerRegistry
 from lakelog.storage.storage_root import StorageRoot
 from lakelog.writer.records import normalize_records
-from proc_support import Ack, check_log, value_of
+from proc_support import Ack, check_log, value_of, wait_for
 from bench.s3_proxy import COMMIT_FILE, S3FaultProxy, commit_put, delta_log_access
 
 
@@ -247,13 +247,6 @@ def test_failed_segment_upload_is_a_storage_error_without_paths_and_nothing_is_c
     assert find_orphan_files(root, "t") == []  # partition 0's uploaded segment was removed again
     retry = append(log, "t", batches)
     assert [r.base_offset for r in retry] == [2, 0]
-
-
-def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert predicate(), what
 
 
 def test_pipelined_groups_upload_while_the_commits_before_them_are_in_flight(proxy):

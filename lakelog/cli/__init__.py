@@ -72,15 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     resolve_topic(parser, args)
     from lakelog.cli.output import print_error
     from lakelog.errors import KafkaError, KafkaStorageError, is_storage_failure
+    from lakelog.storage.storage_root import InvalidStorageRoot
 
     try:
         return int(args.func(args) or 0)
     except KafkaError as e:
         print_error(e, as_json=args.json)
         return 1
-    except ValueError as e:  # a malformed --root or storage option, found when the root is opened
-        if "storage root" not in str(e).lower():
-            raise
+    except InvalidStorageRoot as e:  # a malformed --root or storage option, found when the root is opened
         parser.error(str(e))
     except BrokenPipeError:
         return _quiet_broken_pipe()

@@ -27,7 +27,7 @@ from typing import Callable, TypeVar
 
 import pyarrow as pa
 
-from lakelog.storage.storage_root import StorageRoot, _seconds
+from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, _seconds
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ def s3_store(bucket: str, options: tuple[tuple[str, str], ...]):
     and bounded in time: the root's ``connect_timeout``/``timeout`` (default 5 s / 30 s) and ``max_retries``
     (default 3; obstore retries a request on a 5xx, a connection error or, for a GET or HEAD, a timeout).
     Endpoint and credentials not in the options come from the ``AWS_*`` environment, as for delta-rs. An
-    option obstore cannot parse is a ``ValueError`` naming none of the values."""
+    option obstore cannot parse is an :class:`InvalidStorageRoot` (a ``ValueError``) naming none of the values."""
     from obstore.exceptions import BaseError
     from obstore.store import S3Store
 
@@ -187,4 +187,4 @@ def s3_store(bucket: str, options: tuple[tuple[str, str], ...]):
         return S3Store(bucket, config=config, client_options=client,
                        retry_config={"max_retries": int(opts.get("max_retries", "3"))})
     except BaseError as e:
-        raise ValueError(f"the root's S3 options are not valid: {type(e).__name__}") from e
+        raise InvalidStorageRoot(f"the storage root's S3 options are not valid: {type(e).__name__}") from e

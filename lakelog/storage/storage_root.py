@@ -50,6 +50,11 @@ _ALIASES = {
 }
 
 
+class InvalidStorageRoot(ValueError):
+    """A root URI or storage option lakelog cannot use; its message names the root or option, never a
+    credential."""
+
+
 def _normalise_key(key: str) -> str:
     k = key.strip().lower()
     return _ALIASES.get(k, k)
@@ -73,7 +78,7 @@ class StorageRoot:
         if scheme in ("s3", "s3a"):
             parsed = urlparse(raw)
             if not parsed.netloc:
-                raise ValueError(f"Storage root {raw!r} has no bucket")
+                raise InvalidStorageRoot(f"Storage root {raw!r} has no bucket")
             uri = f"s3://{parsed.netloc}{parsed.path.rstrip('/')}"
             for env, key in _ENV_KEYS.items():
                 if os.environ.get(env) and key not in opts:
@@ -82,11 +87,11 @@ class StorageRoot:
             path = raw[len("file://"):] if scheme == "file" else raw
             uri = os.path.abspath(os.path.expanduser(path))
         else:
-            raise ValueError(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
+            raise InvalidStorageRoot(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
         for k, v in (storage_options or {}).items():
             opts[_normalise_key(k)] = str(v)
         if opts.get("commit_put_copies", "1") not in ("1", "2"):
-            raise ValueError("Storage option commit_put_copies must be 1 or 2")
+            raise InvalidStorageRoot("Storage option commit_put_copies must be 1 or 2")
         endpoint = opts.get("aws_endpoint_url", "")
         if endpoint.startswith("http://"):
             opts.setdefault("aws_allow_http", "true")
