@@ -90,7 +90,8 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
 
         log.on_commit_stages = metrics.on_stages  # the accumulator's queue times and the committers' stages
         accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
-                                      buffer_memory=settings.buffer_memory, on_commit=on_commit)
+                                      buffer_memory=settings.buffer_memory, on_commit=on_commit,
+                                      eager_uploads=settings.eager_uploads)
         metrics.watch_accumulator(lambda: accumulator.buffered_bytes, accumulator.buffer_memory)
         metadata = TopicMetadata(log, settings.metadata_max_age_ms)
         app.state.log = log

@@ -16,7 +16,10 @@ class Settings:
     """Everything ``create_app`` needs.
 
     ``linger_ms`` / ``batch_size`` / ``buffer_memory`` configure the server's
-    group-commit accumulator (Kafka's producer keys, applied writer-side);
+    group-commit accumulator (Kafka's producer keys, applied writer-side), and
+    ``eager_uploads`` lets a partition's next group upload while its last one
+    does unless that one filled ``batch_size`` (object stores: lower latency
+    for more PUTs; :mod:`lakelog.writer.accumulator`);
     ``max_request_bytes`` bounds a request body (413 above it);
     ``metadata_max_age_ms`` is how long topic metadata (partition count,
     configs) is cached for request validation; ``bench_endpoints`` adds the
@@ -30,6 +33,7 @@ class Settings:
     auth_file: str | None = None
     linger_ms: float = DEFAULT_LINGER_MS
     batch_size: int = DEFAULT_BATCH_SIZE
+    eager_uploads: bool = False
     buffer_memory: int | None = None  # None: 64 MiB on a local root, 256 MiB on an object store (Log.accumulator)
     max_request_bytes: int = 64 << 20
     retry_after_s: int = 1

@@ -11,8 +11,10 @@ that the bytes in flight (192 MB), not the load generator, bound the rate:
 * **s3-express** and **s3-standard** -- the same moto server behind the proxy with the latency profiles of
   :data:`bench.s3_proxy.PROFILES` (per request, drawn from a log-normal with the profile's p50 and p99;
   requests wait concurrently);
-* **s3-standard, commit_put_copies=2** -- S3 Standard again, JSON and Arrow only, the front's root sending every
-  commit PUT as two copies at once (docs/storage.md): its latency and PUTs beside the default's.
+* **s3-standard, latency-tuned** -- S3 Standard again, JSON and Arrow only, the front set for latency over
+  requests (docs/storage.md): its root sending every commit PUT as three copies at once
+  (``commit_put_copies=3``) and ``--eager-uploads``; its rates, latency and PUTs beside the default's, and
+  the goals judged for it too.
 
 For each: records/s and MB/s of JSON, Arrow and Kafka-protocol produce (librdkafka; on the object stores also
 with the client settings docs/kafka-clients.md advises there) at the maximum rate, p50/p99
@@ -20,12 +22,15 @@ acknowledgement latency of each paced at half its maximum rate (on the object st
 :mod:`bench.commit_floor` fed the PUT times the proxy measured in that run), the S3 requests made per
 operation, PUTs per GB ingested, and the request cost per GB ingested at public S3 Standard prices ($0.005 per 1,000 PUT, COPY,
 POST or LIST requests; $0.0004 per 1,000 GET or HEAD requests; storage and transfer not counted). GB
-ingested counts value bytes. Each figure is one run per root (the S3 runs are latency-bound, not CPU-bound).
+ingested counts value bytes. Each figure is one run per root (the S3 runs are latency-bound, not CPU-bound), but
+the p99 the goals judge: a single 30-s run's is hostage to a few slow PUTs on the shared machine, so the two S3
+Standard roots' half-rate loads run again, at one rate for both (half the lower maximum), in
+:data:`INTERLEAVED_ROUNDS` rounds taking turns, and the goals take the median.
 """
 
 from __future__ import annotations
 
-from bench import BenchContext, BenchResult, Goal, md_table, percentile
+from bench import BenchContext, BenchResult, Goal, md_table, median, percentile
 from bench.commit_floor import serial_commit_floor
 
 TITLE = "Produce on object storage: local, moto, S3 Express and S3 Standard latency"
@@ -41,8 +46,11 @@ HALF_RATE_S = 30  # long enough for the background checkpoints (at most one per 
 # for longer) keep them from queueing behind each other
 KAFKA_OBJECT_STORE = {"linger.ms": 100, "sticky.partitioning.linger.ms": 50}
 LABELS = {"json": "JSON", "arrow": "ARROW", "kafka": "KAFKA", "kafka-s3": "KAFKA, S3 settings"}
-# S3 Standard again, JSON and Arrow, with every commit PUT sent as two copies at once (docs/storage.md)
-COPIES_ROOT = "s3-standard, commit_put_copies=2"
+# S3 Standard again, JSON and Arrow, the front set for latency over requests (docs/storage.md)
+TUNED_ROOT = "s3-standard, latency-tuned"
+TUNED_ARGS = ("--storage-option", "commit_put_copies=3", "--eager-uploads")
+# The goal's p99 at half rate: the median of this many interleaved runs per S3 Standard root and body
+INTERLEAVED_ROUNDS = 3
 
 
 def _roots(quick: bool):
@@ -52,7 +60,7 @@ def _roots(quick: bool):
     for backend in bench_roots(quick):
         yield backend, backend, backend, ()
         if backend == "s3-standard":
-            yield COPIES_ROOT, backend, "s3-standard-copies", ("--storage-option", "commit_put_copies=2")
+            yield TUNED_ROOT, backend, "s3-standard-tuned", TUNED_ARGS
 
 
 def _create_topic(url: str) -> str:
@@ -98,7 +106,7 @@ def run(ctx: BenchContext) -> BenchResult:
     jbody, abody, big_abody = json_body(JSON_RECORDS), arrow_body(ARROW_RECORDS), arrow_body(OBJECT_STORE_ARROW_RECORDS)
     json_requests, arrow_requests = ctx.size(20, 2), ctx.size(6, 1)
     kafka_records = ctx.size(1_000_000, 5_000)
-    rows, metrics, goals_data, stages, floors, half_latency = [], {}, {}, {}, {}, {}
+    rows, metrics, goals_data, stages, floors, half_latency, interleaved = [], {}, {}, {}, {}, {}, {}
     moto = MotoProcess()
     try:
         for backend, profile, prefix, front_args in _roots(ctx.quick):
@@ -132,7 +140,7 @@ def run(ctx: BenchContext) -> BenchResult:
                     stats[kind] = proxy.reset_stats() if proxy is not None else None
                 # The Kafka protocol: one librdkafka producer (lz4, linger.ms 5, acks=all, idempotent); on object
                 # stores the same producer again with the settings advised there
-                kafka_configs = ({} if backend == COPIES_ROOT else
+                kafka_configs = ({} if backend == TUNED_ROOT else
                                  {"kafka": {}} | ({"kafka-s3": KAFKA_OBJECT_STORE} if proxy is not None else {}))
                 for kind, config in kafka_configs.items():
                     topic = _create_topic(front.url)
@@ -181,16 +189,14 @@ def run(ctx: BenchContext) -> BenchResult:
                 metrics[f"{backend}_{kind}_half_p99_ms"] = lat["p99"]
                 half_latency[(backend, kind)] = lat
             goals_data[backend] = runs
+        if TUNED_ROOT in goals_data:
+            s3_bodies = {"json": (jbody, JSON_RECORDS, OBJECT_STORE_CLIENTS, "application/json"),
+                         "arrow": (big_abody, OBJECT_STORE_ARROW_RECORDS, OBJECT_STORE_ARROW_CLIENTS, ARROW)}
+            interleaved = _interleaved_half_rate(ctx, moto, goals_data, s3_bodies)
     finally:
         moto.close()
 
     own_stages = STAGE_NAMES[:4]  # a lone front makes its commits itself: no handoff stage
-    std = goals_data["s3-standard"]
-    best_mb = max(std["json"].mb_per_s, std["arrow"].mb_per_s)
-    mb_per_put = max((1000 / metrics[f"s3-standard_{k}_puts_per_gb"]) for k in ("json", "arrow")
-                     if metrics.get(f"s3-standard_{k}_puts_per_gb"))
-    p99 = {k: metrics[f"s3-standard_{k}_half_p99_ms"] for k in ("json", "arrow")}
-    best_p99 = min(p99.values())
     floor_p99 = {k: floors[("s3-standard", k)]["floor"].p99_ms for k in ("json", "arrow")
                  if floors.get(("s3-standard", k))}
     for (backend, kind), f in floors.items():
@@ -203,18 +209,11 @@ def run(ctx: BenchContext) -> BenchResult:
                   + ", ".join(f"{k.upper()} {v:.1f}" for k, v in floor_p99.items())
                   + "; with every commit PUT sent twice and segment PUTs hedged at their p90: "
                   + ", ".join(f"{k.upper()} {v:.1f}" for k, v in twice_p99.items()) + ")") if floor_p99 else ""
-    if f"{COPIES_ROOT}_json_half_p99_ms" in metrics:
-        floor_note += ("; with commit_put_copies=2: " + ", ".join(
-            f"{k.upper()} {metrics[f'{COPIES_ROOT}_{k}_half_p99_ms']:.1f}" for k in ("json", "arrow")))
-    goals = [
-        Goal(f"s3-standard: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S,
-             f"{best_mb:.1f} MB/s"),
-        Goal(f"s3-standard: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the maximum rate (JSON or Arrow)",
-             best_p99 <= GOAL_P99_MS,
-             f"p99 {best_p99:.1f} ms (JSON {p99['json']:.1f}, Arrow {p99['arrow']:.1f}){floor_note}"),
-        Goal(f"s3-standard: <= 1 PUT per {GOAL_MB_PER_PUT:.0f} MB ingested", mb_per_put >= GOAL_MB_PER_PUT,
-             f"1 PUT per {mb_per_put:.2f} MB (the better of JSON and Arrow)"),
-    ]
+    for (root, kind), p99s in interleaved.items():
+        metrics[f"{root}_{kind}_half_p99_ms"] = median([p99 for _, p99 in p99s])
+    goals = [g for root in ("s3-standard", TUNED_ROOT) if root in goals_data
+             for g in _goals(root, goals_data[root], metrics, floor_note if root == "s3-standard" else "",
+                             "; medians of the interleaved runs" if interleaved else "")]
     header = ["root", "body", "records/s", "MB/s", "records/s at half rate", "p50 ms at half rate", "p99 ms at half rate",
               "S3 requests in the max-rate run", "PUTs per GB", "request $ per GB"]
     text = (f"Closed-loop clients: 8 on the local root, {OBJECT_STORE_CLIENTS} on the S3 roots (each request waits "
@@ -222,8 +221,8 @@ def run(ctx: BenchContext) -> BenchResult:
             f"records per request, Arrow: {ARROW_RECORDS:,} (local) and {OBJECT_STORE_ARROW_RECORDS:,} from "
             f"{OBJECT_STORE_ARROW_CLIENTS} clients (S3 roots: 192 MB in flight); 100-byte values; "
             f"the front's default settings (buffer.memory 64 MiB locally, 256 MiB on object stores) but on the "
-            f"{COPIES_ROOT} root, S3 Standard's latency again with every commit PUT sent as two copies at once "
-            f"(JSON and Arrow); "
+            f"{TUNED_ROOT} root, S3 Standard's latency again with the front set for latency over requests "
+            f"(JSON and Arrow: every commit PUT sent as three copies at once, and --eager-uploads); "
             f"linger.ms 5; one {PARTITIONS}-partition topic per run. KAFKA: one confluent-kafka producer (lz4, linger.ms 5, "
             f"acks=all, idempotent) of {kafka_records:,} records through the front's Kafka listener; on the "
             f"object stores also with the settings docs/kafka-clients.md advises there (KAFKA, S3 settings: linger.ms "
@@ -250,7 +249,7 @@ def run(ctx: BenchContext) -> BenchResult:
               "sent again when slower than its p90, and with the segment PUTs hedged so and every commit PUT "
               "sent twice at once (PUTs per request counts the hedges and copies; a commit shared by k "
               "requests counts 1/k). Measured minus floor is what queueing and the shared CPU add; the front "
-              f"sends each PUT once, but each commit PUT twice on the {COPIES_ROOT} root (docs/storage.md).\n\n"
+              f"sends each PUT once, but each commit PUT three times on the {TUNED_ROOT} root (docs/storage.md).\n\n"
             + md_table(["root", "body", "PUT p50 / p99 ms (measured)", "p50 / p99 ms at half rate (measured)",
                         "floor p50 / p99 ms", "floor with hedged PUTs p50 / p99 ms",
                         "floor with commit PUTs sent twice p50 / p99 ms", "PUTs per request (floor / hedged / twice)"],
@@ -262,4 +261,69 @@ def run(ctx: BenchContext) -> BenchResult:
                          f"{f['floor'].puts_per_request:.2f} / {f['hedged'].puts_per_request:.2f} / "
                          f"{f['twice'].puts_per_request:.2f}"]
                         for (backend, kind), f in floors.items() if f]))
+    if interleaved:
+        text += ("\n\nThe goal's p99 at half rate, from interleaved runs: a front on each S3 Standard root again "
+                 f"(fresh topics, the same proxy and latency profile), then {len(next(iter(interleaved.values())))} "
+                 "rounds of the JSON and Arrow loads paced at half the lower of the two roots' maximum rates found "
+                 f"above (the same load on both: at half its own, the faster root would carry more), for "
+                 f"{HALF_RATE_S} s each, the roots taking turns; the goals above judge the median of each root's "
+                 "runs (one run's p99 on 2 shared cores is hostage to a few slow PUTs).\n\n"
+                 + md_table(["root", "body", "p50 / p99 ms of each run, in order", "median p99 ms"],
+                            [[root, kind.upper(), ", ".join(f"{p50:.1f} / {p99:.1f}" for p50, p99 in runs),
+                              f"{median([p99 for _, p99 in runs]):.1f}"]
+                             for (root, kind), runs in interleaved.items()]))
     return BenchResult(markdown=text, summary=[" | ".join(r[:7]) for r in rows], metrics=metrics, goals=goals)
+
+
+def _interleaved_half_rate(ctx: BenchContext, moto, runs: dict, bodies: dict) -> dict:
+    """The two S3 Standard roots' loads paced at half the lower of their maximum rates (``runs``: root -> kind ->
+    its run), the same load on both, in :data:`INTERLEAVED_ROUNDS` rounds that take turns between a fresh front
+    on each root; (root, kind) -> the (p50, p99) ms of each run, in order."""
+    from bench.http_produce import FrontProcess, MotoProcess, http_load
+    from bench.s3_proxy import PROFILES, S3FaultProxy
+
+    proxy = S3FaultProxy(moto.endpoint, latency=PROFILES["s3-standard"]).start()
+    env = {**moto.env, "AWS_ENDPOINT_URL": proxy.url}
+    roots = {"s3-standard": ("s3-standard-again", ()), TUNED_ROOT: ("s3-standard-tuned-again", TUNED_ARGS)}
+    fronts: dict = {}
+    out: dict = {(root, kind): [] for root in roots for kind in bodies}
+    try:
+        for root, (prefix, args) in roots.items():
+            ctx.progress(f"interleaved half-rate runs: front on {prefix}")
+            fronts[root] = FrontProcess(f"s3://{MotoProcess.BUCKET}/{prefix}", ctx.workdir, env=env, args=args)
+            for body, records, clients, ctype in bodies.values():  # warm-up: connections, clients, caches
+                http_load(f"{fronts[root].url}/v1/topics/{_create_topic(fronts[root].url)}/records", body, ctype,
+                          records, 1, clients=clients)
+        for _ in range(ctx.size(INTERLEAVED_ROUNDS, 1)):
+            for root, front in fronts.items():
+                for kind, (body, records, clients, ctype) in bodies.items():
+                    interval = clients * records / (min(runs[r][kind].records_per_s for r in roots) / 2)
+                    r = http_load(f"{front.url}/v1/topics/{_create_topic(front.url)}/records", body, ctype, records,
+                                  ctx.size(max(10, int(HALF_RATE_S / interval)), 2), clients=clients,
+                                  interval_s=interval)
+                    lat = r.latency_ms()
+                    out[(root, kind)].append((lat["p50"], lat["p99"]))
+    finally:
+        for front in fronts.values():
+            front.close()
+        proxy.stop()
+        for prefix, _ in roots.values():
+            moto.clear(f"{prefix}/")
+    return out
+
+
+def _goals(root: str, runs: dict, metrics: dict, note: str, source: str) -> list[Goal]:
+    """Issue 15's three goals for the S3 Standard profile, judged on one root's runs (``source``: where the p99s
+    come from)."""
+    best_mb = max(runs["json"].mb_per_s, runs["arrow"].mb_per_s)
+    mb_per_put = max((1000 / metrics[f"{root}_{k}_puts_per_gb"]) for k in ("json", "arrow")
+                     if metrics.get(f"{root}_{k}_puts_per_gb"))
+    p99 = {k: metrics[f"{root}_{k}_half_p99_ms"] for k in ("json", "arrow")}
+    return [
+        Goal(f"{root}: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S, f"{best_mb:.1f} MB/s"),
+        Goal(f"{root}: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the maximum rate (JSON or Arrow)",
+             min(p99.values()) <= GOAL_P99_MS,
+             f"p99 {min(p99.values()):.1f} ms (JSON {p99['json']:.1f}, Arrow {p99['arrow']:.1f}{source}){note}"),
+        Goal(f"{root}: <= 1 PUT per {GOAL_MB_PER_PUT:.0f} MB ingested", mb_per_put >= GOAL_MB_PER_PUT,
+             f"1 PUT per {mb_per_put:.2f} MB (the better of JSON and Arrow)"),
+    ]

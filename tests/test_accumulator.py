@@ -1,8 +1,13 @@
-"""Group commits: how much one commit takes (``max_commit_bytes``), locally and on object stores."""
+"""Group commits: how much one commit takes (``max_commit_bytes``), locally and on object stores, and when a
+partition's next group may upload while its last one does (``eager_uploads``)."""
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pyarrow as pa
+import pytest
 
 from lakelog import Log, PartitionBatch
 from lakelog.writer.accumulator import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY
@@ -41,18 +46,18 @@ def test_object_store_commits_may_carry_half_the_buffer_local_ones_four_batches(
             acc.close()
 
 
-def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoint, monkeypatch):
+@pytest.mark.parametrize("eager", [False, True])
+def test_pipelined_group_commits_on_s3_land_every_batch_once_in_order(s3_endpoint, monkeypatch, eager):
     """Through the accumulator on S3, groups are staged on top of each other while earlier commits are in
-    flight; every batch lands once, in order. With LAKELOG_PIPELINE_COMMITS=0 the accumulator commits one group
+    flight, with ``eager_uploads`` also several groups of a partition uploading at once; every batch lands once,
+    in order. With LAKELOG_PIPELINE_COMMITS=0 the accumulator commits one group
     at a time."""
-    import uuid
-
     from s3_server import BUCKET, s3_options
 
     log = Log(f"s3://{BUCKET}/{uuid.uuid4().hex}", storage_options=s3_options(s3_endpoint))
     log.create_topic("t", 4)
     commits: list[int] = []
-    acc = log.accumulator(linger_ms=1, batch_size=2_000,
+    acc = log.accumulator(linger_ms=1, batch_size=2_000, eager_uploads=eager,
                           on_commit=lambda topic, records, size, seconds: commits.append(records))
     assert acc.append_pipelined is not None
     batch = normalize_records(pa.table({"value": [b"x" * 100] * 10}))
@@ -100,3 +105,41 @@ def test_group_commits_report_where_their_time_goes(tmp_path, s3_endpoint):
         for s in later:
             assert set(s) == {"upload", "commit_wait", "commit"} and min(s.values()) >= 0, s
         assert sum(sum(s.values()) for s in later) <= sum(elapsed) + 0.01
+
+
+# (eager_uploads, values in the held group's batch, the next group uploads while that one is held): by default
+# any upload holds the partition's next group back; with eager_uploads only one that carries batch.size (2,000
+# bytes here) or more
+HOLDS = [(False, 2, False), (True, 2, True), (True, 40, False)]
+
+
+@pytest.mark.parametrize("eager, values, at_once", HOLDS)
+def test_whether_an_upload_holds_the_partitions_next_group_back(proxy, eager, values, at_once):
+    """Through the real moto server and the fault proxy, which holds the first segment PUT: the next group of the
+    same partition uploads at once or waits for it, as :data:`HOLDS` says; either way the commits stay in
+    order, the second waiting for the first."""
+    from s3_server import BUCKET, s3_options
+    from proc_support import wait_for
+
+    log = Log(f"s3://{BUCKET}/{uuid.uuid4().hex}", storage_options=s3_options(proxy.url))
+    log.create_topic("t", 1)
+    segment = lambda m, p: m == "PUT" and "/topics/t/" in p and ".parquet" in p  # noqa: E731
+    held = proxy.stall(segment, 60.0, then="forward")
+    acc = log.accumulator(linger_ms=1, batch_size=2_000, eager_uploads=eager)
+    try:
+        first = acc.append("t", [PartitionBatch(0, normalize_records(pa.table({"value": [b"x" * 100] * values})))])
+        wait_for(lambda: len(held.hits) == 1, "the first group's segment PUT, held")
+        second = acc.append("t", [PartitionBatch(0, normalize_records(pa.table({"value": [b"y" * 100] * 3})))])
+        if at_once:
+            wait_for(lambda: sum(1 for m, p, _ in proxy.log if segment(m, p)) == 2, "the second segment PUT")
+        else:
+            time.sleep(1.0)  # ample for a group taken after linger.ms 1 to reach the proxy, were it let through
+            assert sum(1 for m, p, _ in proxy.log if segment(m, p)) == 1
+        assert not first.done() and not second.done()  # neither commits before the held segment has landed
+        held.release.set()
+        a, b = first.result(60)[0], second.result(60)[0]
+        assert (a.base_offset, b.base_offset) == (0, values)
+        assert sum(1 for m, p, _ in proxy.log if segment(m, p)) == 2
+    finally:
+        held.release.set()
+        acc.close()

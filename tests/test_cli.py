@@ -273,9 +273,9 @@ def test_produce_line_format_and_bad_input(local_cli: Cli):
     assert b"OFFSET_OUT_OF_RANGE" in err.stderr
     assert b"Unsupported storage root" in cli.run("--root", "gs://bucket/x", "topics", "list", expect=2).stderr
     # a storage option the root refuses: a usage error naming it (exit 2), no traceback
-    err = cli.run("--root", "s3://bucket/x", "--storage-option", "commit_put_copies=3", "topics", "list",
+    err = cli.run("--root", "s3://bucket/x", "--storage-option", "commit_put_copies=4", "topics", "list",
                   expect=2).stderr
-    assert b"commit_put_copies must be 1 or 2" in err and b"Traceback" not in err
+    assert b"commit_put_copies must be 1, 2 or 3" in err and b"Traceback" not in err
 
 
 def test_consume_follow_polls_until_idle_timeout_or_ctrl_c(local_cli: Cli):

@@ -1,4 +1,5 @@
-"""A root's ``commit_put_copies=2``: every conditional PUT (a Delta commit, a lease) sent twice at once.
+"""A root's ``commit_put_copies`` (2 or 3): every conditional PUT (a Delta commit, a lease) sent that many times at
+once.
 
 Against the real moto server through :class:`bench.s3_proxy.S3FaultProxy`, which counts the copies and fails,
 stalls or loses one of them. Expected: the first copy that creates the key answers the call; only when neither
@@ -48,15 +49,15 @@ def puts_of(proxy: S3FaultProxy, key: str, settled: int = 0) -> int:
     return sum(1 for m, p, _ in proxy.log if key_put(key)(m, p))
 
 
-@pytest.mark.parametrize("value, copies", [(None, 1), ("1", 1), ("2", 2)])
+@pytest.mark.parametrize("value, copies", [(None, 1), ("1", 1), ("2", 2), ("3", 3)])
 def test_the_option_says_how_many_copies(value, copies) -> None:
     options = {} if value is None else {"commit_put_copies": value}
     assert commit_put_copies(StorageRoot.resolve(f"s3://{BUCKET}/x", options)) == copies
 
 
-@pytest.mark.parametrize("value", ["0", "3", "two", ""])
+@pytest.mark.parametrize("value", ["0", "4", "two", ""])
 def test_any_other_number_of_copies_is_refused_when_the_root_is_resolved(value) -> None:
-    with pytest.raises(ValueError, match="commit_put_copies must be 1 or 2"):
+    with pytest.raises(ValueError, match="commit_put_copies must be 1, 2 or 3"):
         StorageRoot.resolve(f"s3://{BUCKET}/x", {"commit_put_copies": value})
 
 
@@ -86,6 +87,22 @@ def test_the_first_copy_to_create_the_key_answers_while_the_other_is_held(proxy)
     assert held.done.wait(30)
     assert held.upstream_statuses == [412]  # the held copy found the key its twin had created
     assert get_object(root, path) == b"data"
+
+
+def test_three_copies_answer_on_the_first_while_two_are_held(proxy) -> None:
+    root = copies_root(proxy, "3")
+    path = root.path_for("three")
+    held = proxy.stall(key_put("/three"), 60.0, times=2, then="forward")  # the first two copies to arrive wait
+    create_object(root, path, b"data")  # returns on the third copy's answer
+    assert len(held.hits) == 2 and not held.done.is_set() and puts_of(proxy, "/three", 3) == 3
+    held.release.set()
+    assert held.done.wait(30)
+    wait_for(lambda: len(held.upstream_statuses) == 2, "both held copies' answers")
+    assert held.upstream_statuses == [412, 412]  # the held copies found the key their twin had created
+    assert get_object(root, path) == b"data"
+    with pytest.raises(FileExistsError):  # all three refused: the key was there
+        create_object(root, path, b"again")
+    assert puts_of(proxy, "/three", 6) == 6 and get_object(root, path) == b"data"
 
 
 def test_a_copy_that_fails_does_not_fail_the_put(proxy) -> None:

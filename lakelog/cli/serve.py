@@ -2,7 +2,7 @@
 
     lakelog serve [--root ROOT] [--host 127.0.0.1] [--port 8080] [--auth-file FILE]
                   [--kafka-listener HOST:PORT] [--kafka-advertised HOST:PORT] [--sasl-file FILE]
-                  [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES]
+                  [--linger-ms MS] [--batch-size BYTES] [--buffer-memory BYTES] [--eager-uploads]
                   [--max-request-bytes BYTES] [--access-log] [--node-id N [--advertised-url URL]]
 
 Binds loopback unless told otherwise.  Without ``--auth-file`` every request
@@ -39,6 +39,9 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, metavar="BYTES", help="commit once this many bytes are pending")
     p.add_argument("--buffer-memory", type=int, metavar="BYTES",
                    help="pending bytes above which produce answers 429 (back-pressure; default 64 MiB, 256 MiB on an object store)")
+    p.add_argument("--eager-uploads", action="store_true", default=None,
+                   help="object stores: a partition's next group uploads while its last one does, unless that one "
+                        "filled --batch-size (lower latency for more PUTs; docs/storage.md)")
     p.add_argument("--max-request-bytes", type=int, metavar="BYTES", help="largest request body (413 above)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
     p.add_argument("--node-id", type=int, metavar="N",
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(
         root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
         auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
-        buffer_memory=args.buffer_memory, max_request_bytes=args.max_request_bytes, node_id=args.node_id,
+        buffer_memory=args.buffer_memory, eager_uploads=args.eager_uploads,
+        max_request_bytes=args.max_request_bytes, node_id=args.node_id,
         kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
     if settings.advertised_url is not None and not is_advertisable_url(settings.advertised_url):
         print(f"error: --advertised-url {settings.advertised_url!r} is not http://HOST:PORT of an address other "

@@ -98,17 +98,17 @@ def create_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None
     landed, and a retry of it by the client that found the key its own PUT had created is a
     ``FileExistsError`` too (the caller tells the two apart by the content).
 
-    With the root's ``commit_put_copies=2`` the PUT goes out twice at once, and the first answer that created
-    the key wins: S3's latency tail is per request, so the slower copy's wait is not paid (the loser's answer
-    is ``412 Precondition Failed``, since its twin created the key). Only when neither copy created it is
-    there a failure: an ``OSError`` (unknown outcome) if either copy's outcome is unknown, else
-    ``FileExistsError``. Each such call holds two threads of a shared pool of :data:`COPY_THREADS` while
+    With the root's ``commit_put_copies`` at 2 or 3 the PUT goes out that many times at once, and the first
+    answer that created the key wins: S3's latency tail is per request, so the slower copies' wait is not paid
+    (their answer is ``412 Precondition Failed``, since a twin created the key). Only when no copy created it
+    is there a failure: an ``OSError`` (unknown outcome) if any copy's outcome is unknown, else
+    ``FileExistsError``. Each such call holds a thread per copy of a shared pool of :data:`COPY_THREADS` while
     the copies are in flight; callers beyond that wait for a thread."""
     if commit_put_copies(root) == 1:
         return _put(root, path, data, "create")
     # refused here in a forked process: there the pool has no threads, though its count of idle ones says it has
     _store(split_path(path)[0], root.options)
-    pending = {_copies().submit(_put, root, path, data, "create") for _ in range(2)}
+    pending = {_copies().submit(_put, root, path, data, "create") for _ in range(commit_put_copies(root))}
     failure: BaseException | None = None
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -120,12 +120,12 @@ def create_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None
     raise failure
 
 
-COPY_THREADS = 32  # conditional PUTs sent as two copies, in flight at once (two threads each)
+COPY_THREADS = 32  # copies of conditional PUTs in flight at once (a thread each)
 
 
 def commit_put_copies(root: StorageRoot) -> int:
     """How many copies of each conditional PUT the root sends at once: its ``commit_put_copies`` option, 1
-    (the default) or 2 (:meth:`StorageRoot.resolve` refuses any other value)."""
+    (the default), 2 or 3 (:meth:`StorageRoot.resolve` refuses any other value)."""
     return int(dict(root.options).get("commit_put_copies", "1"))
 
 

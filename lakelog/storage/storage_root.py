@@ -90,8 +90,8 @@ class StorageRoot:
             raise InvalidStorageRoot(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
         for k, v in (storage_options or {}).items():
             opts[_normalise_key(k)] = str(v)
-        if opts.get("commit_put_copies", "1") not in ("1", "2"):
-            raise InvalidStorageRoot("Storage option commit_put_copies must be 1 or 2")
+        if opts.get("commit_put_copies", "1") not in ("1", "2", "3"):
+            raise InvalidStorageRoot("Storage option commit_put_copies must be 1, 2 or 3")
         endpoint = opts.get("aws_endpoint_url", "")
         if endpoint.startswith("http://"):
             opts.setdefault("aws_allow_http", "true")

@@ -21,6 +21,11 @@ uploading: a group that touches a partition still uploading waits until that
 upload is done (and meanwhile keeps gathering), so a partition's segments
 grow with the load as they did when the sender waited for every upload, while
 groups over other partitions upload at once instead of queueing behind it.
+With ``eager_uploads`` an upload holds the next group back only while the
+partition's bytes in flight reach ``batch.size``: below that (a group that
+lingered, not one that filled) the next group uploads at once, for lower
+latency at the cost of more, smaller segments at low and moderate rates; at
+the maximum rate groups fill ``batch.size`` and gather as before.
 
 Thread-safe: :meth:`append` may be called from any thread and returns a
 ``concurrent.futures.Future``; one sender thread per topic does all blocking
@@ -64,7 +69,8 @@ class _TopicQueue:
         # partition -> items queued for it: kept as items come and go, so the sender's check on every wake-up
         # does not walk the queue (hundreds of items under load)
         self.pending: dict[int, int] = {}
-        self.uploading: set[int] = set()  # partitions with a group uploading (never more than one: _take)
+        # partition -> bytes of its groups uploading (a partition is in it while any of them is in flight)
+        self.uploading: dict[int, int] = {}
         self.thread: threading.Thread | None = None
         self.ready = threading.Condition(lock)  # this topic's sender waits here, and only it
 
@@ -77,7 +83,8 @@ class RecordAccumulator:
                  buffer_memory: int = DEFAULT_BUFFER_MEMORY, max_commit_bytes: int | None = None,
                  on_commit: Callable[[str, int, int, float], None] | None = None,
                  append_pipelined: AppendPipelined | None = None,
-                 on_stages: Callable[[str, dict[str, float]], None] | None = None) -> None:
+                 on_stages: Callable[[str, dict[str, float]], None] | None = None,
+                 eager_uploads: bool = False) -> None:
         self.append_batches = append_batches
         self.append_pipelined = append_pipelined
         self.linger_s = linger_ms / 1000.0
@@ -88,6 +95,8 @@ class RecordAccumulator:
         # (topic, {"queue": seconds}) as each group is taken: how long its oldest append waited for it (linger.ms,
         # or a group ahead uploading one of its partitions), for metrics
         self.on_stages = on_stages
+        # A partition's uploads hold its next group back from this many bytes in flight (1: any upload holds it)
+        self.hold_bytes = batch_size if eager_uploads else 1
         # One lock; a condition per topic for its sender and one for flush(), so an append wakes only its own
         # topic's sender -- and only when that sender must act now -- instead of every thread in the process.
         self._lock = threading.Lock()
@@ -132,7 +141,7 @@ class RecordAccumulator:
     def _take(self, q: _TopicQueue) -> list | None:
         with self._lock:
             while True:
-                if q.items and not q.uploading.isdisjoint(q.pending):
+                if q.items and any(q.uploading.get(p, 0) >= self.hold_bytes for p in q.pending):
                     q.ready.wait()  # an upload's end notifies; what comes meanwhile joins this group
                     continue
                 if q.items:
@@ -173,7 +182,10 @@ class RecordAccumulator:
             try:
                 if self.append_pipelined is not None:
                     outcome, uploads = self.append_pipelined(topic, flat)
-                    self._track_uploads(q, {b.partition for b in flat}, uploads)
+                    sizes: dict[int, int] = {}
+                    for b in flat:  # at least 1 a partition, so an empty batch's upload counts as in flight
+                        sizes[b.partition] = sizes.get(b.partition, 0) + max(b.nbytes, 1)
+                    self._track_uploads(q, sizes, uploads)
                 else:
                     outcome = Future()
                     outcome.set_result(self.append_batches(topic, flat))
@@ -186,23 +198,26 @@ class RecordAccumulator:
             outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
             last = outcome
 
-    def _track_uploads(self, q: _TopicQueue, partitions: set[int], uploads: list[Future]) -> None:
-        """Mark ``partitions`` uploading until every one of ``uploads`` is done, then wake the sender."""
+    def _track_uploads(self, q: _TopicQueue, sizes: dict[int, int], uploads: list[Future]) -> None:
+        """Count ``sizes`` (partition -> bytes) as uploading until every one of ``uploads`` is done, then wake
+        the sender."""
         if not uploads:
             return
-        # Counted rather than all(done()): only the last callback clears, so a late one cannot clear the mark of
-        # the next group of these partitions
-        left = [len(uploads)]
+        left = [len(uploads)]  # only the last callback takes the group's bytes off
 
         def done(_: Future) -> None:
             with self._lock:
                 left[0] -= 1
                 if not left[0]:
-                    q.uploading -= partitions
+                    for p, n in sizes.items():
+                        q.uploading[p] -= n
+                        if not q.uploading[p]:
+                            del q.uploading[p]
                     q.ready.notify()
 
         with self._lock:
-            q.uploading |= partitions
+            for p, n in sizes.items():
+                q.uploading[p] = q.uploading.get(p, 0) + n
         for upload in uploads:
             upload.add_done_callback(done)
 
