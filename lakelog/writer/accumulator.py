@@ -24,8 +24,8 @@ groups over other partitions upload at once instead of queueing behind it.
 With ``eager_uploads`` an upload holds the next group back only while the
 partition's bytes in flight reach ``batch.size``: below that (a group that
 lingered, not one that filled) the next group uploads at once, for lower
-latency at the cost of more, smaller segments at low and moderate rates; at
-the maximum rate groups fill ``batch.size`` and gather as before.
+latency at the cost of more, smaller segments; groups that fill
+``batch.size`` (large requests, a partition's backlog) gather as before.
 
 Thread-safe: :meth:`append` may be called from any thread and returns a
 ``concurrent.futures.Future``; one sender thread per topic does all blocking
