@@ -183,7 +183,7 @@ class RecordAccumulator:
                 if self.append_pipelined is not None:
                     outcome, uploads = self.append_pipelined(topic, flat)
                     sizes: dict[int, int] = {}
-                    for b in flat:  # at least 1 a partition, so an empty batch's upload counts as in flight
+                    for b in flat:  # at least 1 per partition: an empty batch's upload counts as in flight
                         sizes[b.partition] = sizes.get(b.partition, 0) + max(b.nbytes, 1)
                     self._track_uploads(q, sizes, uploads)
                 else:

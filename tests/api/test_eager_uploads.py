@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from front_process import Front, new_topic
+from front_process import Front, new_topic, wait_for
 from bench.s3_proxy import S3FaultProxy
 
 BUCKET = "lakelog-test"
@@ -40,16 +40,14 @@ def test_a_held_segment_put_holds_the_partitions_next_request_unless_uploads_are
 
             first = threading.Thread(target=produce, args=("first",))
             first.start()
-            deadline = time.monotonic() + 30
-            while not held.hits and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert len(held.hits) == 1, "the first request's segment PUT never reached the proxy"
+            wait_for(lambda: held.hits, 30, "the first request's segment PUT, held")
             second = threading.Thread(target=produce, args=("second",))
             second.start()
-            deadline = time.monotonic() + (30 if at_once else 1.5)  # ample for linger.ms 5, were it let through
-            while segments() < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert segments() == (2 if at_once else 1)
+            if at_once:
+                wait_for(lambda: segments() == 2, 30, "the second request's segment PUT")
+            else:
+                time.sleep(1.5)  # ample for a group taken after linger.ms 5 to reach the proxy, were it let through
+                assert segments() == 1
             assert not answers  # neither is acknowledged before the held segment has landed and been committed
             held.release.set()
             first.join(60)
