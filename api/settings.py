@@ -63,7 +63,9 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":
-        """Defaults, overridden by ``LAKELOG_<FIELD>`` variables, overridden by non-None ``overrides``."""
+        """Defaults, overridden by ``LAKELOG_<FIELD>`` variables, overridden by non-None ``overrides``; a variable
+        whose value is not of its field's type (a boolean is one of 1/0, true/false, yes/no, on/off) is an
+        :class:`InvalidSetting`."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for f in fields(cls):
@@ -77,15 +79,22 @@ class Settings:
         return replace(cls(), **values)
 
 
+class InvalidSetting(ValueError):
+    """A ``LAKELOG_*`` variable whose value is not of its setting's type; the message names the variable."""
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _parse(type_name: object, raw: str, name: str) -> object:
     t = str(type_name)
     try:
         if t.startswith("bool"):
-            return raw.strip().lower() in ("1", "true", "yes", "on")
+            return _BOOLS[raw.strip().lower()]  # a typo is refused, not read as false
         if t.startswith("int"):
             return int(raw)
         if t.startswith("float"):
             return float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {t}") from None
+    except (KeyError, ValueError):
+        raise InvalidSetting(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {t}") from None
     return raw

@@ -57,15 +57,19 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from api.settings import Settings
+    from api.settings import InvalidSetting, Settings
     from lakelog.cluster.membership import is_advertisable_url, is_unspecified_address
 
-    settings = Settings.from_env(
-        root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host, port=args.port,
-        auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
-        buffer_memory=args.buffer_memory, eager_uploads=args.eager_uploads,
-        max_request_bytes=args.max_request_bytes, node_id=args.node_id,
-        kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
+    try:
+        settings = Settings.from_env(
+            root=args.root, storage_options=key_values(args.storage_options) or None, host=args.host,
+            port=args.port, auth_file=args.auth_file, linger_ms=args.linger_ms, batch_size=args.batch_size,
+            buffer_memory=args.buffer_memory, eager_uploads=args.eager_uploads,
+            max_request_bytes=args.max_request_bytes, node_id=args.node_id,
+            kafka_advertised=args.kafka_advertised or args.kafka_listener, advertised_url=args.advertised_url)
+    except InvalidSetting as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if settings.advertised_url is not None and not is_advertisable_url(settings.advertised_url):
         print(f"error: --advertised-url {settings.advertised_url!r} is not http://HOST:PORT of an address other "
               "fronts and clients can connect to", file=sys.stderr)
