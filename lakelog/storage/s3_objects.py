@@ -104,11 +104,12 @@ def create_object(root: StorageRoot, path: str, data: bytes | pa.Buffer) -> None
     is there a failure: an ``OSError`` (unknown outcome) if any copy's outcome is unknown, else
     ``FileExistsError``. Each such call holds a thread per copy of a shared pool of :data:`COPY_THREADS` while
     the copies are in flight; callers beyond that wait for a thread."""
-    if commit_put_copies(root) == 1:
+    copies = commit_put_copies(root)
+    if copies == 1:
         return _put(root, path, data, "create")
     # refused here in a forked process: there the pool has no threads, though its count of idle ones says it has
     _store(split_path(path)[0], root.options)
-    pending = {_copies().submit(_put, root, path, data, "create") for _ in range(commit_put_copies(root))}
+    pending = {_copies().submit(_put, root, path, data, "create") for _ in range(copies)}
     failure: BaseException | None = None
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -125,7 +126,7 @@ COPY_THREADS = 32  # copies of conditional PUTs in flight at once (a thread each
 
 def commit_put_copies(root: StorageRoot) -> int:
     """How many copies of each conditional PUT the root sends at once: its ``commit_put_copies`` option, 1
-    (the default), 2 or 3 (:meth:`StorageRoot.resolve` refuses any other value)."""
+    (the default), 2 or 3 (:meth:`StorageRoot.resolve` refuses any other value: ``COMMIT_PUT_COPIES``)."""
     return int(dict(root.options).get("commit_put_copies", "1"))
 
 

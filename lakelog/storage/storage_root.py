@@ -50,6 +50,10 @@ _ALIASES = {
 }
 
 
+# The values of lakelog's own storage option commit_put_copies (lakelog.storage.s3_objects.create_object)
+COMMIT_PUT_COPIES = ("1", "2", "3")
+
+
 class InvalidStorageRoot(ValueError):
     """A root URI or storage option lakelog cannot use; its message names the root or option, never a
     credential."""
@@ -90,8 +94,9 @@ class StorageRoot:
             raise InvalidStorageRoot(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
         for k, v in (storage_options or {}).items():
             opts[_normalise_key(k)] = str(v)
-        if opts.get("commit_put_copies", "1") not in ("1", "2", "3"):
-            raise InvalidStorageRoot("Storage option commit_put_copies must be 1, 2 or 3")
+        if opts.get("commit_put_copies", "1") not in COMMIT_PUT_COPIES:
+            raise InvalidStorageRoot("Storage option commit_put_copies must be " + ", ".join(COMMIT_PUT_COPIES[:-1])
+                                     + " or " + COMMIT_PUT_COPIES[-1])
         endpoint = opts.get("aws_endpoint_url", "")
         if endpoint.startswith("http://"):
             opts.setdefault("aws_allow_http", "true")
