@@ -182,10 +182,7 @@ class RecordAccumulator:
             try:
                 if self.append_pipelined is not None:
                     outcome, uploads = self.append_pipelined(topic, flat)
-                    sizes: dict[int, int] = {}
-                    for b in flat:  # at least 1 per partition: an empty batch's upload counts as in flight
-                        sizes[b.partition] = sizes.get(b.partition, 0) + max(b.nbytes, 1)
-                    self._track_uploads(q, sizes, uploads)
+                    self._track_uploads(q, flat, uploads)
                 else:
                     outcome = Future()
                     outcome.set_result(self.append_batches(topic, flat))
@@ -198,11 +195,14 @@ class RecordAccumulator:
             outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
             last = outcome
 
-    def _track_uploads(self, q: _TopicQueue, sizes: dict[int, int], uploads: list[Future]) -> None:
-        """Count ``sizes`` (partition -> bytes) as uploading until every one of ``uploads`` is done, then wake
-        the sender."""
+    def _track_uploads(self, q: _TopicQueue, batches: list[PartitionBatch], uploads: list[Future]) -> None:
+        """Count the group's ``batches`` as uploading, by partition and bytes, until every one of ``uploads`` is
+        done, then wake the sender."""
         if not uploads:
             return
+        sizes: dict[int, int] = {}
+        for b in batches:  # at least 1 per partition: an empty batch's upload counts as in flight
+            sizes[b.partition] = sizes.get(b.partition, 0) + max(b.nbytes, 1)
         left = [len(uploads)]  # only the last callback takes the group's bytes off
 
         def done(_: Future) -> None:
