@@ -52,12 +52,17 @@ def spawn_writer(config: dict) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).parent))
 
 
-def wait_for(predicate, what: str, timeout: float = 20.0) -> None:
-    """Poll ``predicate`` until it holds; fail naming ``what`` if it still does not after ``timeout`` s."""
+def wait_for(predicate, what: str, timeout: float = 20.0, interval: float = 0.02):
+    """``predicate()``'s first truthy result, polled every ``interval`` s; an AssertionError naming ``what`` if
+    there is none after ``timeout`` s. The one polling loop of the tests (front_process.wait_for takes it)."""
     deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert predicate(), what
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
 
 
 def wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:

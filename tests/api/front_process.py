@@ -23,6 +23,8 @@ from pathlib import Path
 
 import httpx
 
+import proc_support
+
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
 MAX_REQUEST_BYTES = 1 << 20  # the shared test front's body limit (LAKELOG_MAX_REQUEST_BYTES)
@@ -117,15 +119,9 @@ class Front:
 
 
 def wait_for(check, timeout: float, what: str):
-    """``check()``'s first truthy result, polled every 0.2 s; AssertionError naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+    """``check()``'s first truthy result, polled every 0.2 s (checks here are HTTP requests); AssertionError
+    naming ``what`` after ``timeout``."""
+    return proc_support.wait_for(check, what, timeout, interval=0.2)
 
 
 def kafka_front_process(root: str, workdir: Path, *, env: dict | None = None, args: tuple = ()) -> Front:
