@@ -276,6 +276,8 @@ def test_produce_line_format_and_bad_input(local_cli: Cli):
     err = cli.run("--root", "s3://bucket/x", "--storage-option", "commit_put_copies=4", "topics", "list",
                   expect=2).stderr
     assert b"commit_put_copies must be 1, 2 or 3" in err and b"Traceback" not in err
+    err = cli.run("--root", "s3://bucket/x", "--storage-option", "timeout=abc", "topics", "list", expect=2).stderr
+    assert b"timeout must be a positive duration" in err and b"Traceback" not in err
     # a LAKELOG_* setting of the wrong type: serve refuses to start, naming it (exit 2), no traceback; a typo in a
     # boolean is not read as false
     for var, value in (("LAKELOG_EAGER_UPLOADS", "maybe"), ("LAKELOG_LINGER_MS", "abc"), ("LAKELOG_BATCH_SIZE", "1MB")):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, duration_seconds
 
 AWS_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ALLOW_HTTP",
             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
@@ -35,3 +35,25 @@ def test_a_local_root_takes_nothing_from_the_aws_environment(monkeypatch, tmp_pa
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     root = StorageRoot.resolve(tmp_path / "root")
     assert root.is_local and root.options == () and root.uri == str(tmp_path / "root")
+
+
+@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("5s", 5.0), ("2m", 120.0), ("30", 30.0), (" 5S ", 5.0)])
+def test_a_duration_option_in_seconds(text, seconds):
+    assert duration_seconds(text) == seconds
+
+
+# A timeout or retry count the root cannot use is refused when the root is resolved, naming the option (the command
+# answers it as a usage error), not left to fail at the first request
+BAD_OPTIONS = [({"timeout": "abc"}, "timeout must be a positive duration"),
+               ({"connect_timeout": "0s"}, "connect_timeout must be a positive duration"),
+               ({"timeout": "-5s"}, "timeout must be a positive duration"),
+               ({"timeout": "nan"}, "timeout must be a positive duration"),
+               ({"timeout": "1e999"}, "timeout must be a positive duration"),
+               ({"max_retries": "three"}, "max_retries must be a whole number"),
+               ({"max_retries": "-1"}, "max_retries must be a whole number")]
+
+
+@pytest.mark.parametrize("options, message", BAD_OPTIONS)
+def test_an_unusable_timeout_or_retry_count_is_refused(options, message):
+    with pytest.raises(InvalidStorageRoot, match=message):
+        StorageRoot.resolve("s3://bucket/x", options)

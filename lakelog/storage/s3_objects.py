@@ -27,7 +27,7 @@ from typing import Callable, TypeVar
 
 import pyarrow as pa
 
-from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, _seconds
+from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, duration_seconds
 
 T = TypeVar("T")
 
@@ -181,8 +181,8 @@ def s3_store(bucket: str, options: tuple[tuple[str, str], ...]):
 
     opts = dict(options)
     config = {name: opts[key] for key, name in _STORE_OPTIONS.items() if opts.get(key)}
-    client = {"connect_timeout": timedelta(seconds=_seconds(opts.get("connect_timeout", "5s"))),
-              "timeout": timedelta(seconds=_seconds(opts.get("timeout", "30s"))),
+    client = {"connect_timeout": timedelta(seconds=duration_seconds(opts.get("connect_timeout", "5s"))),
+              "timeout": timedelta(seconds=duration_seconds(opts.get("timeout", "30s"))),
               "allow_http": opts.get("aws_allow_http", "false").lower() == "true"}
     try:
         return S3Store(bucket, config=config, client_options=client,

@@ -94,6 +94,15 @@ class StorageRoot:
             raise InvalidStorageRoot(f"Unsupported storage root {raw!r}: use a local path or s3://bucket/prefix")
         for k, v in (storage_options or {}).items():
             opts[_normalise_key(k)] = str(v)
+        for key in ("connect_timeout", "timeout"):
+            if key in opts:
+                try:
+                    duration_seconds(opts[key])
+                except ValueError:
+                    raise InvalidStorageRoot(f"Storage option {key} must be a positive duration such as 5s, "
+                                             "500ms or 2m") from None
+        if not opts.get("max_retries", "0").isdigit():
+            raise InvalidStorageRoot("Storage option max_retries must be a whole number")
         if opts.get("commit_put_copies", "1") not in COMMIT_PUT_COPIES:
             raise InvalidStorageRoot("Storage option commit_put_copies must be " + ", ".join(COMMIT_PUT_COPIES[:-1])
                                      + " or " + COMMIT_PUT_COPIES[-1])
@@ -145,15 +154,22 @@ def _filesystem(is_local: bool, options: tuple[tuple[str, str], ...]) -> pafs.Fi
     kwargs["region"] = opts.get("aws_region", "us-east-1")
     for key, arg in (("connect_timeout", "connect_timeout"), ("timeout", "request_timeout")):
         if key in opts:
-            kwargs[arg] = _seconds(opts[key])
+            kwargs[arg] = duration_seconds(opts[key])
     if "max_retries" in opts:  # the same retry budget as delta-rs's and the commit client's
         kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(opts["max_retries"]) + 1)
     return pafs.S3FileSystem(**kwargs)
 
 
-def _seconds(text: str) -> float:
+def duration_seconds(text: str) -> float:
+    """A timeout option's seconds: ``500ms``, ``5s``, ``2m`` or a bare number of seconds; a ``ValueError`` unless
+    it is a positive, finite number (:meth:`StorageRoot.resolve` refuses such a root)."""
     t = text.strip().lower()
-    for suffix, mult in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+    mult = 1.0
+    for suffix, m in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
         if t.endswith(suffix):
-            return float(t[: -len(suffix)]) * mult
-    return float(t)
+            t, mult = t[: -len(suffix)], m
+            break
+    value = float(t) * mult
+    if not 0 < value < float("inf"):
+        raise ValueError(f"not a positive duration: {text!r}")
+    return value
