@@ -3,8 +3,8 @@
 One root on moto behind :class:`bench.s3_proxy.S3FaultProxy` with the ``s3-standard`` profile; a 16-partition
 topic; ``lakelog serve --node-id N --kafka-listener ...`` fronts (one, then two, fresh each repeat and
 interleaved), partition leases balanced between them before the load starts; with two, the holder of partition
-0's lease makes the topic's commits and the other hands it its own (writer/commit_handoff.py). The load:
-``PRODUCERS`` librdkafka producer processes (idempotent, lz4, linger.ms 5, acks=all), bootstrapped with every
+0's lease makes the topic's commits and the other hands it its own (writer/commit_handoff.py). The load: each
+load's librdkafka producer processes (two or four; idempotent, lz4, linger.ms 5, acks=all), bootstrapped with every
 front, so each sends every partition's records to its leader. The figure is the steady state's records/s
 (:data:`STEADY`, :mod:`bench.steady_state`: a window from the producers' acknowledged counts, the fronts'
 committed records over it at the slower front's pace), and beside it the whole run's, from the first timed
@@ -15,10 +15,10 @@ part only. Median of the repeats (2 x repeats - 1 for the goal's load); the rati
 the figure, for each of :data:`LOADS`.
 
 The machine has 2 cores that the fronts, moto, the proxy and the producers share: the profile's latency,
-not the CPU, must be what limits one front for the comparison to mean anything (the goal's load is the
-latency-bound one with 1 KB records; every load moves the same bytes per run); the CPU of the fronts, the moto
-server, the latency proxy (this process's threads), the producers and the whole machine is reported so a reader
-can check.
+not the CPU, must be what limits the fronts for the comparison to mean anything (the goal's load is the
+latency-bound one with 1 KB records and two producers; every load moves the same bytes per run); the CPU of the
+fronts, the moto server, the latency proxy (this process's threads), the producers and the whole machine is
+reported so a reader can check.
 """
 
 from __future__ import annotations
@@ -34,33 +34,38 @@ from bench.steady_state import rate_over, window
 
 TITLE = "Several fronts on one S3 root: two fronts vs one (S3 Standard latency)"
 PARTITIONS = 16
-PRODUCERS = 4
 GOAL_RATIO = 1.6
 
 
-# The loads: name -> (librdkafka settings over bench.kafka_produce's, bytes per record value). "latency-bound" lets
-# each producer keep one request in flight per front, so what one front acknowledges per second is its
-# acknowledgement latency's inverse times what a request carries (here one partition's batch of up to
-# batch.size, 1 MB), not what the 2 shared cores can parse. With 100-byte records the cores are still about 70%
+# The loads: name -> (librdkafka settings over bench.kafka_produce's, bytes per record value, producer processes).
+# "latency-bound" lets each producer keep one request in flight per front, so what one front acknowledges per
+# second is its acknowledgement latency's inverse times what a request carries (here one partition's batch of up
+# to batch.size, 1 MB), not what the 2 shared cores can parse. With 100-byte records the cores are still about 70%
 # busy with two fronts (the producers' Python loops and librdkafka, the fronts' per-record work, moto), and the
-# waits for them lengthen every stage; 1 KB records carry the same bytes in a tenth of the records, so the
-# profile's latency is what limits: the goal's load. "defaults" is librdkafka's 5 requests in flight, which
-# here runs out of CPU first, shown for comparison.
+# waits for them lengthen every stage; 1 KB records carry the same bytes in a tenth of the records. Of those, the
+# fewer requests in flight, the less the shared cores and the topic's one commit sequence wait in every stage of
+# a two-front run: with two producers the profile's latency is what limits (two fronts' Produce latency within
+# about 10% of one front's, under half the cores busy), the goal's load; with four (the goal's load until
+# 2026-11-28) two fronts' Produce latency is about 1.25 times one front's (by hand, 2026-11-28: three
+# interleaved pairs each, 1.70-1.81x with two producers, 1.55-1.74x with four), and with six or eight lower
+# still (docs/storage.md). "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first,
+# shown for comparison.
 LATENCY_BOUND = {"max.in.flight.requests.per.connection": 1}
-LOADS = {"latency-bound, 1 KB records": (LATENCY_BOUND, 1000),
-         "latency-bound, 100 B records": (LATENCY_BOUND, 100),
-         "defaults, 100 B records": ({}, 100)}
+LOADS = {"latency-bound, 1 KB records, 2 producers": (LATENCY_BOUND, 1000, 2),
+         "latency-bound, 1 KB records, 4 producers": (LATENCY_BOUND, 1000, 4),
+         "latency-bound, 100 B records, 4 producers": (LATENCY_BOUND, 100, 4),
+         "defaults, 100 B records, 4 producers": ({}, 100, 4)}
 # Every load: records spread over the partitions one by one, not librdkafka's sticky batches of
 # sticky.partitioning.linger.ms (10 ms). A run is a fixed count of records: in sticky batches one front's
 # partitions got up to 9% more of them than the other's (by hand, 2026-11-26), and the run ended with that front
 # alone at work, which made two fronts look slower than they are
 PRODUCER = {"sticky.partitioning.linger.ms": 0}
-GOAL_LOAD = "latency-bound, 1 KB records"
+GOAL_LOAD = "latency-bound, 1 KB records, 2 producers"
 # Record values per run: 6,000,000 of 100 bytes, 600,000 of 1 KB. Long enough for a steady state: with 1 KB records
-# each producer sends a partition nine full batches before its last, partial one. At a third of this (four
-# requests per partition and producer, one of them a batch a fifth full) the requests carried 772-781 records
-# against 915-926, and the end of the run, with fewer requests in flight, weighed more in the two-front runs,
-# which are shorter: 1.44x against 1.58x in the same interleaved pairs (by hand, 2026-11-26 18:38)
+# each of four producers sends a partition nine full batches before its last, partial one (each of two, 18). At a
+# third of this (four requests per partition and producer, one of them a batch a fifth full) the requests carried
+# 772-781 records against 915-926, and the end of the run, with fewer requests in flight, weighed more in the
+# two-front runs, which are shorter: 1.44x against 1.58x in the same interleaved pairs (by hand, 2026-11-26 18:38)
 RUN_BYTES = 600_000_000
 # The steady state: from this share of the run's records acknowledged to that one (bench/steady_state.py)
 STEADY = (0.2, 0.8)
@@ -152,7 +157,7 @@ def _balanced(bootstrap: str, topic: str, nodes: int) -> bool:
 
 
 def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: int, config: dict, tag: str,
-             value_bytes: int) -> dict:
+             value_bytes: int, producers: int) -> dict:
     from bench.http_produce import STAGES, FrontProcess, _free_port, stage_means
     from bench.kafka_produce import _cpu_seconds, _own_cpu
 
@@ -181,9 +186,9 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
             time.sleep(0.5)
         spawn = multiprocessing.get_context("spawn")
         ready, go, out = spawn.Queue(), spawn.Event(), spawn.Queue()
-        per = records // PRODUCERS
+        per = records // producers
         procs = [spawn.Process(target=_produce, args=(bootstrap, "load", per, config, value_bytes, ready, go, out))
-                 for _ in range(PRODUCERS)]
+                 for _ in range(producers)]
         for p in procs:
             p.start()
         for _ in procs:  # every producer warmed up: what follows counts only the timed load
@@ -230,12 +235,12 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # a fixed-size run, would in a stream empty its share of the producers' buffers and wait)
         start, end = window([r[3] for r in reports], *STEADY)
         fronts_rate = [rate_over(c, start, end) for c in committed]
-        return {"records_per_s": per * PRODUCERS / span, "steady_records_per_s": fronts_n * min(fronts_rate),
+        return {"records_per_s": per * producers / span, "steady_records_per_s": fronts_n * min(fronts_rate),
                 "fronts_spread": max(fronts_rate) / min(fronts_rate),
                 "front_cpu_s": cpu, "wall_s": wall,
                 "stages": {"one front" if fronts_n == 1 else "committer front" if node == committer else
                            "other front": means for node, means in enumerate(stages, 1)},
-                "in_flight": latency_s / span, "records_per_request": per * PRODUCERS / count,
+                "in_flight": latency_s / span, "records_per_request": per * producers / count,
                 "latency_ms": 1000 * latency_s / count,
                 "committer_latency_ms": 1000 * requests[committer - 1][1] / requests[committer - 1][0],
                 "other_latency_ms": 1000 * sum(r[1] for r in other) / sum(r[0] for r in other) if other else 0.0,
@@ -253,7 +258,7 @@ def run(ctx: BenchContext) -> BenchResult:
 
     # A quick run (the smoke test) takes the goal's load only: the others run the same code with other settings
     loads = {GOAL_LOAD: LOADS[GOAL_LOAD]} if ctx.quick else LOADS
-    records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size) in loads.items()}
+    records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size, _) in loads.items()}
     # The goal's load runs more often: on this shared 2-core machine its median of three two-front runs moved
     # from 0.98x to 1.28x one front between runs of the same code (2026-11-26)
     goal_repeats = 2 * ctx.repeats - 1
@@ -262,14 +267,14 @@ def run(ctx: BenchContext) -> BenchResult:
     proxy = S3FaultProxy(moto.endpoint, latency=PROFILES["s3-standard"]).start()
     try:
         for i in range(goal_repeats):
-            for li, (load, (config, size)) in enumerate(loads.items()):
+            for li, (load, (config, size, producers)) in enumerate(loads.items()):
                 repeats = goal_repeats if load == GOAL_LOAD else ctx.repeats
                 if i >= repeats:
                     continue
                 for n in (1, 2):
                     ctx.progress(f"repeat {i + 1}/{repeats}: {load}, {n} front(s)")
                     series[(load, n)].append(_one_run(ctx, moto, proxy.url, n, records[load], config,
-                                                      f"{i}-{li}-{n}", size))
+                                                      f"{i}-{li}-{n}", size, producers))
     finally:
         proxy.stop()
         moto.close()
@@ -301,8 +306,9 @@ def run(ctx: BenchContext) -> BenchResult:
             ) + f" x {med('latency_ms', load, 1) / med('latency_ms', load, 2):.2f}"
             little.append([load, f"{n} front{'s' if n > 1 else ''}", f"{med('in_flight', load, n):.2f}",
                            f"{med('records_per_request', load, n):,.0f}", latency, factors])
-    text = (f"{PRODUCERS} librdkafka producer processes; per run, the same bytes of record values in every load ("
-            f"{', '.join(f'{records[load]:,} records of {size:,} B' for load, (_, size) in loads.items())}); a "
+    per_run = ", ".join(f"{records[load]:,} records of {size:,} B" for load, (_, size, _) in loads.items())
+    text = (f"librdkafka producer processes (each load's count); per run, the same bytes of record values in every "
+            f"load ({per_run}); a "
             f"{PARTITIONS}-partition topic on one moto root behind the s3-standard latency profile; median of "
             f"{goal_repeats} interleaved runs ({GOAL_LOAD}) and {ctx.repeats} (the others). The figure is the steady "
             f"state: from the moment the producers together have had {STEADY[0]:.0%} of the run's records "
@@ -318,7 +324,7 @@ def run(ctx: BenchContext) -> BenchResult:
             f"record acknowledged by each; the fronts' counters and the CPU are read over the whole timed part). "
             f"Producers: "
             f"{_settings(PRODUCER)} (records spread one by one). Loads: "
-            + "; ".join(f"{k} ({_settings(config)})" for k, (config, _) in loads.items())
+            + "; ".join(f"{k} ({_settings(config)})" for k, (config, _, _) in loads.items())
             + ".\n\n"
             + md_table(["load", "fronts", "records/s (steady state)", "MB/s", "vs one front",
                         "records/s (whole run)", "vs one front (whole run)", "front CPU cores busy (sum)",

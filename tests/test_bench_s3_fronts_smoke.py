@@ -12,7 +12,7 @@ def test_s3_fronts_runs_end_to_end(tmp_path):
     """One front, then two, on an S3 root behind the latency proxy, under the goal's load (a quick run's only one:
     the others differ only in the producers' settings): both rows and the ratio."""
     section = bench_section(tmp_path, "s3_fronts", 600)
-    for name in ("latency-bound, 1 KB records",):
+    for name in ("latency-bound, 1 KB records, 2 producers",):
         load = re.escape(name)
         # the steady state's records/s, MB/s and ratio, then the whole run's records/s and ratio
         assert re.search(rf"\| {load} \| 1 front \| [\d,]+ \| \d+\.\d \| 1\.00x \| [\d,]+ \| 1\.00x \|",
