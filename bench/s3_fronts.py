@@ -44,11 +44,11 @@ GOAL_RATIO = 1.6
 # busy with two fronts (the producers' Python loops and librdkafka, the fronts' per-record work, moto), and the
 # waits for them lengthen every stage; 1 KB records carry the same bytes in a tenth of the records. Of those, the
 # fewer requests in flight, the less the shared cores and the topic's one commit sequence wait in every stage of
-# a two-front run: with two producers the profile's latency is what limits (two fronts' Produce latency within
-# about 10% of one front's, under half the cores busy), the goal's load; with four (the goal's load until
-# 2026-11-28) two fronts' Produce latency is about 1.25 times one front's (by hand, 2026-11-28: three
-# interleaved pairs each, 1.70-1.81x with two producers, 1.55-1.74x with four), and with six or eight lower
-# still (docs/storage.md). "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first,
+# a two-front run: with two producers the profile's latency is what limits (two fronts' Produce latency about
+# 1.15 times one front's, under half the cores busy), the goal's load; with four (the goal's load until
+# 2026-11-28) about 1.22-1.24 times (the 20:14 and 20:31 runs; by hand before them, three interleaved pairs
+# each, 1.70-1.81x with two producers, 1.55-1.74x with four), and with six or eight the ratio is lower still
+# (docs/storage.md). "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first,
 # shown for comparison.
 LATENCY_BOUND = {"max.in.flight.requests.per.connection": 1}
 LOADS = {"latency-bound, 1 KB records, 2 producers": (LATENCY_BOUND, 1000, 2),
