@@ -46,7 +46,7 @@ GOAL_RATIO = 1.6
 # fewer requests in flight, the less the shared cores and the topic's one commit sequence wait in every stage of
 # a two-front run: with two producers the profile's latency is what limits (two fronts' Produce latency about
 # 1.15 times one front's, under half the cores busy), the goal's load; with four (the goal's load until
-# 2026-11-28) about 1.22-1.24 times (the 20:14 and 20:31 runs; by hand before them, three interleaved pairs
+# 2026-11-28) 1.19-1.24 times (the 20:14, 20:31 and 21:16 runs; by hand before them, three interleaved pairs
 # each, 1.70-1.81x with two producers, 1.55-1.74x with four), and with six or eight the ratio is lower still
 # (docs/storage.md). "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first,
 # shown for comparison.

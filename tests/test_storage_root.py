@@ -37,7 +37,8 @@ def test_a_local_root_takes_nothing_from_the_aws_environment(monkeypatch, tmp_pa
     assert root.is_local and root.options == () and root.uri == str(tmp_path / "root")
 
 
-@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("5s", 5.0), ("2m", 120.0), ("30", 30.0), (" 5S ", 5.0)])
+@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("5s", 5.0), ("2m", 120.0), ("30", 30.0), (" 5S ", 5.0),
+                                           ("86400s", 86400.0)])
 def test_a_duration_option_in_seconds(text, seconds):
     assert duration_seconds(text) == seconds
 
@@ -50,10 +51,26 @@ BAD_OPTIONS = [({"timeout": "abc"}, "timeout must be a positive duration"),
                ({"timeout": "nan"}, "timeout must be a positive duration"),
                ({"timeout": "1e999"}, "timeout must be a positive duration"),
                ({"max_retries": "three"}, "max_retries must be a whole number"),
-               ({"max_retries": "-1"}, "max_retries must be a whole number")]
+               ({"max_retries": "-1"}, "max_retries must be a whole number"),
+               # past what the S3 clients convert: they would overflow at the first request
+               ({"timeout": "1e15s"}, "timeout must be a positive duration"),
+               ({"connect_timeout": "1441m"}, "connect_timeout must be a positive duration"),
+               ({"max_retries": str(2**70)}, "max_retries must be a whole number"),
+               ({"max_retries": "101"}, "max_retries must be a whole number"),
+               ({"max_retries": "\u00b2"}, "max_retries must be a whole number")]
 
 
 @pytest.mark.parametrize("options, message", BAD_OPTIONS)
 def test_an_unusable_timeout_or_retry_count_is_refused(options, message):
     with pytest.raises(InvalidStorageRoot, match=message):
         StorageRoot.resolve("s3://bucket/x", options)
+
+
+def test_the_largest_timeout_and_retry_count_reach_both_s3_clients():
+    """The bounds are ones both clients take: obstore's store and pyarrow's filesystem build at them."""
+    from lakelog.storage.s3_objects import s3_store
+
+    root = StorageRoot.resolve("s3://bucket/x", {"timeout": "86400s", "connect_timeout": "1440m", "max_retries": "100",
+                                                 "aws_region": "us-east-1"})
+    s3_store("bucket", root.options)
+    assert root.filesystem is not None

@@ -52,6 +52,10 @@ _ALIASES = {
 
 # The values of lakelog's own storage option commit_put_copies (lakelog.storage.s3_objects.create_object)
 COMMIT_PUT_COPIES = ("1", "2", "3")
+# Bounds of the clients' timeout and retry options: past them the S3 clients' own conversions overflow (a timeout
+# of 1e15 s, a retry count over 2**64) at the first request instead of when the root is resolved
+MAX_DURATION_S = 24 * 3600.0
+MAX_RETRIES = 100
 
 
 class InvalidStorageRoot(ValueError):
@@ -100,9 +104,10 @@ class StorageRoot:
                     duration_seconds(opts[key])
                 except ValueError:
                     raise InvalidStorageRoot(f"Storage option {key} must be a positive duration such as 5s, "
-                                             "500ms or 2m") from None
-        if not opts.get("max_retries", "0").isdigit():
-            raise InvalidStorageRoot("Storage option max_retries must be a whole number")
+                                             "500ms or 2m, at most a day") from None
+        retries = opts.get("max_retries", "0")
+        if not (retries.isdecimal() and int(retries) <= MAX_RETRIES):  # isdigit() passes "²", which int() refuses
+            raise InvalidStorageRoot(f"Storage option max_retries must be a whole number up to {MAX_RETRIES}")
         if opts.get("commit_put_copies", "1") not in COMMIT_PUT_COPIES:
             raise InvalidStorageRoot("Storage option commit_put_copies must be " + ", ".join(COMMIT_PUT_COPIES[:-1])
                                      + " or " + COMMIT_PUT_COPIES[-1])
@@ -162,7 +167,7 @@ def _filesystem(is_local: bool, options: tuple[tuple[str, str], ...]) -> pafs.Fi
 
 def duration_seconds(text: str) -> float:
     """A timeout option's seconds: ``500ms``, ``5s``, ``2m`` or a bare number of seconds; a ``ValueError`` unless
-    it is a positive, finite number (:meth:`StorageRoot.resolve` refuses such a root)."""
+    it is positive and at most :data:`MAX_DURATION_S` (:meth:`StorageRoot.resolve` refuses such a root)."""
     t = text.strip().lower()
     mult = 1.0
     for suffix, m in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
@@ -170,6 +175,6 @@ def duration_seconds(text: str) -> float:
             t, mult = t[: -len(suffix)], m
             break
     value = float(t) * mult
-    if not 0 < value < float("inf"):
+    if not 0 < value <= MAX_DURATION_S:
         raise ValueError(f"not a positive duration: {text!r}")
     return value
