@@ -25,7 +25,8 @@ POST or LIST requests; $0.0004 per 1,000 GET or HEAD requests; storage and trans
 ingested counts value bytes. Each figure is one run per root (the S3 runs are latency-bound, not CPU-bound), but
 the p99 the goals judge: a single 30-s run's is hostage to a few slow PUTs on the shared machine, so the two S3
 Standard roots' half-rate loads run again, at one rate for both (half the lower maximum), in
-:data:`INTERLEAVED_ROUNDS` rounds taking turns, and the goals take the median.
+:data:`INTERLEAVED_ROUNDS` rounds taking turns, and the goals take the median. The goal's other reading, half
+of its own 100 MB/s, runs in the same rounds: Arrow paced at 50 MB/s (JSON's maximum is below it).
 """
 
 from __future__ import annotations
@@ -45,12 +46,16 @@ HALF_RATE_S = 30  # long enough for the background checkpoints (at most one per 
 # and keeps at most 5 requests in flight, so fewer, fuller requests (records lingered, and sent to one partition
 # for longer) keep them from queueing behind each other
 KAFKA_OBJECT_STORE = {"linger.ms": 100, "sticky.partitioning.linger.ms": 50}
-LABELS = {"json": "JSON", "arrow": "ARROW", "kafka": "KAFKA", "kafka-s3": "KAFKA, S3 settings"}
+LABELS = {"json": "JSON", "arrow": "ARROW", "kafka": "KAFKA", "kafka-s3": "KAFKA, S3 settings",
+          "arrow-goal": "ARROW at 50 MB/s"}
 # S3 Standard again, JSON and Arrow, the front set for latency over requests (docs/storage.md)
 TUNED_ROOT = "s3-standard, latency-tuned"
 TUNED_ARGS = ("--storage-option", "commit_put_copies=3", "--eager-uploads")
 # The goal's p99 at half rate: the median of this many interleaved runs per S3 Standard root and body
 INTERLEAVED_ROUNDS = 3
+# "p99 <= 150 ms at half that rate" read as half the goal's own 100 MB/s: Arrow (only Arrow reaches the goal's
+# rate) paced at 50 MB/s of 100-byte values, in the same interleaved rounds
+GOAL_HALF_RATE = GOAL_MB_S / 2 * 1e6 / 100
 
 
 def _roots(quick: bool):
@@ -196,6 +201,7 @@ def run(ctx: BenchContext) -> BenchResult:
                          "arrow": (big_abody, OBJECT_STORE_ARROW_RECORDS, OBJECT_STORE_ARROW_CLIENTS, ARROW)}
             paced = {kind: min(goals_data[r][kind].records_per_s for r in ("s3-standard", TUNED_ROOT)) / 2
                      for kind in s3_bodies}
+            s3_bodies["arrow-goal"], paced["arrow-goal"] = s3_bodies["arrow"], GOAL_HALF_RATE
             interleaved = _interleaved_half_rate(ctx, moto, paced, s3_bodies)
     finally:
         moto.close()
@@ -214,7 +220,7 @@ def run(ctx: BenchContext) -> BenchResult:
                   + "; with every commit PUT sent twice and segment PUTs hedged at their p90: "
                   + ", ".join(f"{k.upper()} {v:.1f}" for k, v in twice_p99.items()) + ")") if floor_p99 else ""
     for (root, kind), runs in interleaved.items():
-        metrics[f"{root}_{kind}_interleaved_p99_ms"] = median([p99 for _, p99 in runs])
+        metrics[f"{root}_{kind}_interleaved_p99_ms"] = median([p99 for _, p99, _ in runs])
     goals = [g for root in ("s3-standard", TUNED_ROOT) if root in goals_data
              for g in _goals(root, goals_data[root], metrics, floor_note if root == "s3-standard" else "")]
     header = ["root", "body", "records/s", "MB/s", "records/s at half rate", "p50 ms at half rate", "p99 ms at half rate",
@@ -269,12 +275,16 @@ def run(ctx: BenchContext) -> BenchResult:
                  f"(fresh topics, the same proxy and latency profile), then {len(next(iter(interleaved.values())))} "
                  "rounds of the JSON and Arrow loads paced at half the lower of the two roots' maximum rates found "
                  f"above ({paced['json']:,.0f} and {paced['arrow']:,.0f} records/s: the same load on both, where at "
-                 f"half its own the faster root would carry more), for "
+                 f"half its own the faster root would carry more), and of the Arrow load paced at half the goal's "
+                 f"own {GOAL_MB_S:.0f} MB/s ({paced['arrow-goal']:,.0f} records/s of 100 bytes, the goal's other "
+                 f"reading; JSON's maximum is below it), for "
                  f"{HALF_RATE_S} s each, the roots taking turns; the goals above judge the median of each root's "
                  "runs (one run's p99 on 2 shared cores is hostage to a few slow PUTs).\n\n"
-                 + md_table(["root", "body", "p50 / p99 ms of each run, in order", "median p99 ms"],
-                            [[root, kind.upper(), ", ".join(f"{p50:.1f} / {p99:.1f}" for p50, p99 in runs),
-                              f"{median([p99 for _, p99 in runs]):.1f}"]
+                 + md_table(["root", "body", "p50 / p99 ms of each run, in order", "records/s reached (median)",
+                             "median p99 ms"],
+                            [[root, LABELS[kind], ", ".join(f"{p50:.1f} / {p99:.1f}" for p50, p99, _ in runs),
+                              f"{median([rate for _, _, rate in runs]):,.0f}",
+                              f"{median([p99 for _, p99, _ in runs]):.1f}"]
                              for (root, kind), runs in interleaved.items()]))
     return BenchResult(markdown=text, summary=[" | ".join(r[:7]) for r in rows], metrics=metrics, goals=goals)
 
@@ -282,7 +292,7 @@ def run(ctx: BenchContext) -> BenchResult:
 def _interleaved_half_rate(ctx: BenchContext, moto, paced: dict, bodies: dict) -> dict:
     """The two S3 Standard roots' loads paced at ``paced`` (kind -> records/s), the same load on both, in
     :data:`INTERLEAVED_ROUNDS` rounds that take turns between a fresh front on each root; (root, kind) -> the
-    (p50, p99) ms of each run, in order."""
+    (p50 ms, p99 ms, records/s reached) of each run, in order."""
     from bench.http_produce import FrontProcess, MotoProcess, http_load
     from bench.s3_proxy import PROFILES, S3FaultProxy
 
@@ -305,7 +315,7 @@ def _interleaved_half_rate(ctx: BenchContext, moto, paced: dict, bodies: dict) -
                                   ctx.size(max(10, int(HALF_RATE_S / interval)), 2), clients=clients,
                                   interval_s=interval)
                     lat = r.latency_ms()
-                    out[(root, kind)].append((lat["p50"], lat["p99"]))
+                    out[(root, kind)].append((lat["p50"], lat["p99"], r.records_per_s))
     finally:
         for front in fronts.values():
             front.close()
@@ -317,18 +327,26 @@ def _interleaved_half_rate(ctx: BenchContext, moto, paced: dict, bodies: dict) -
 
 def _goals(root: str, runs: dict, metrics: dict, note: str) -> list[Goal]:
     """Issue 15's three goals for the S3 Standard profile, judged on one root's runs: the p99 the median of its
-    interleaved half-rate runs where there are some, else its one half-rate run's."""
+    interleaved half-rate runs where there are some, else its one half-rate run's; with interleaved runs the p99
+    also at the goal's other reading, Arrow at half the goal's own rate."""
     best_mb = max(runs["json"].mb_per_s, runs["arrow"].mb_per_s)
     mb_per_put = max((1000 / metrics[f"{root}_{k}_puts_per_gb"]) for k in ("json", "arrow")
                      if metrics.get(f"{root}_{k}_puts_per_gb"))
     interleaved = f"{root}_json_interleaved_p99_ms" in metrics
     p99 = {k: metrics[f"{root}_{k}_{'interleaved' if interleaved else 'half'}_p99_ms"] for k in ("json", "arrow")}
     source = "; medians of the interleaved runs" if interleaved else ""
+    at_goal_rate = []
+    if f"{root}_arrow-goal_interleaved_p99_ms" in metrics:
+        p99_goal = metrics[f"{root}_arrow-goal_interleaved_p99_ms"]
+        at_goal_rate.append(Goal(f"{root}: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the goal's rate "
+                                 f"(Arrow at {GOAL_MB_S / 2:.0f} MB/s)", p99_goal <= GOAL_P99_MS,
+                                 f"p99 {p99_goal:.1f} ms (median of the interleaved runs)"))
     return [
         Goal(f"{root}: >= {GOAL_MB_S:.0f} MB/s of JSON-or-Arrow produce", best_mb >= GOAL_MB_S, f"{best_mb:.1f} MB/s"),
         Goal(f"{root}: p99 acknowledgement <= {GOAL_P99_MS:.0f} ms at half the maximum rate (JSON or Arrow)",
              min(p99.values()) <= GOAL_P99_MS,
              f"p99 {min(p99.values()):.1f} ms (JSON {p99['json']:.1f}, Arrow {p99['arrow']:.1f}{source}){note}"),
+        *at_goal_rate,
         Goal(f"{root}: <= 1 PUT per {GOAL_MB_PER_PUT:.0f} MB ingested", mb_per_put >= GOAL_MB_PER_PUT,
              f"1 PUT per {mb_per_put:.2f} MB (the better of JSON and Arrow)"),
     ]

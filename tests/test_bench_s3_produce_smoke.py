@@ -40,9 +40,13 @@ def test_s3_produce_runs_end_to_end(tmp_path):
     # the goal's p99: both roots' half-rate loads again, at one printed rate, taking turns (one round in quick
     # mode), and their median
     assert re.search(r"maximum rates found above \([\d,]+ and [\d,]+ records/s: the same load on both", s3), s3
+    # and the goal's other reading, Arrow at half the goal's own 100 MB/s
+    assert "half the goal's own 100 MB/s (500,000 records/s of 100 bytes" in s3, s3
     for root in ("s3-standard", tuned):
-        for body in ("JSON", "ARROW"):
-            assert re.search(rf"\| {root} \| {body} \| \d+\.\d / \d+\.\d \| \d+\.\d \|", s3), (root, body, s3)
+        for body in ("JSON", "ARROW", "ARROW at 50 MB/s"):
+            assert re.search(rf"\| {root} \| {body} \| \d+\.\d / \d+\.\d \| [\d,]+ \| \d+\.\d \|", s3), (root, body, s3)
+        assert re.search(rf"(NOT )?MET: {root}: p99 acknowledgement <= 150 ms at half the goal's rate \(Arrow at 50 "
+                         rf"MB/s\) -- p99 \d+\.\d ms \(median of the interleaved runs\)", s3), (root, s3)
         assert re.search(rf"(NOT )?MET: {root}: p99 acknowledgement <= 150 ms at half the maximum rate \(JSON or "
                          rf"Arrow\) -- p99 \d+\.\d ms \(JSON \d+\.\d, Arrow \d+\.\d; medians of the "
                          rf"interleaved runs\)", s3), (root, s3)
