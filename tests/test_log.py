@@ -116,6 +116,8 @@ def test_invalid_topic_names(log, name):
     ({"cleanup.policy": "shred"}, "cleanup.policy"),
     ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio"),
     ({"message.timestamp.type": "Wallclock"}, "message.timestamp.type"),
+    ({"compression.type": "brotli"}, "compression.type"),
+    ({"compression.type": "ZSTD"}, "compression.type"),
 ])
 def test_invalid_configs_name_the_key(log, configs, fragment):
     with pytest.raises(InvalidConfig) as e:

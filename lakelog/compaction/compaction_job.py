@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.storage.catalog import Catalog
-from lakelog.compaction.compaction_plan import (CleaningPlan, PartitionCleaning, SegmentOutcome, checkpoint_app,
-                                                group_rewrites, plan_cleaning)
+from lakelog.compaction.compaction_plan import (CleanerConfig, CleaningPlan, PartitionCleaning, SegmentOutcome,
+                                                checkpoint_app, group_rewrites, plan_cleaning)
 from lakelog.compaction.job_report import JobReport, TopicReport
 from lakelog.compaction.rewrite import commit_rewrite
 from lakelog.compaction.key_map import MAP_SCHEMA, MAX_MAP_ENTRIES, CleaningRange, KeyMap, decide
@@ -134,7 +134,7 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
         km = KeyMap(map_table)
         map_s = time.monotonic() - started
         results = [row for c in chunks
-                   for row in clean_chunk(root, snap.topic, c, km, plan.config.segment_bytes, plan.now_ms)]
+                   for row in clean_chunk(root, snap.topic, c, km, plan.config, plan.now_ms)]
     else:
         map_table = _key_map(spark, root, snap.topic, selected)
         map_s = time.monotonic() - started
@@ -142,8 +142,7 @@ def _clean(spark, root: StorageRoot, snap, plan: CleaningPlan, rep: TopicReport)
         if chunks:
             key_map = spark.sparkContext.broadcast(map_table)
             try:
-                results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config.segment_bytes,
-                                        plan.now_ms)
+                results = _clean_chunks(spark, root, snap.topic, chunks, key_map, plan.config, plan.now_ms)
             finally:
                 key_map.destroy()
     log.info("compaction of %s: key map of %d keys in %.1f s; %d segment(s) in %d task(s) cleaned in %.1f s",
@@ -201,7 +200,7 @@ def _chunks(segments, target_bytes: int) -> list[tuple]:
     return out
 
 
-def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: KeyMap, segment_bytes: int,
+def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: KeyMap, config: CleanerConfig,
                 pass_ms: int) -> list[dict]:
     """Assess a chunk's segments, rewrite the runs that lose records; one result row per rewrite group.
 
@@ -228,12 +227,12 @@ def clean_chunk(root: StorageRoot, topic: str, chunk: CleaningChunk, key_map: Ke
         outcomes.append(SegmentOutcome(seg, d.kept, d.dropped, d.unstamped))
 
     rows = []
-    for i, segs in enumerate(group_rewrites(outcomes, segment_bytes)):
+    for i, segs in enumerate(group_rewrites(outcomes, config.segment_bytes)):
         group = RewriteGroup(i, chunk.partition, segs,
                              starts_partition=chunk.starts_partition and segs[0] == chunk.segments[0])
         # decide() is per record, and a group's records are its segments' in order: its mask is theirs joined
         keep = np.concatenate([keeps[s.path] for s in segs])
-        fields = rewrite_group(root, topic, group, keep=keep, pass_ms=pass_ms, cache=cache)
+        fields = rewrite_group(root, topic, group, keep=keep, pass_ms=pass_ms, cache=cache, codec=config.segment_codec)
         rows.append({**(fields or no_file_fields(group)), "replaced": [s.path for s in segs]})
     return rows
 
@@ -268,7 +267,7 @@ def _key_map(spark, root: StorageRoot, topic: str, selected: list[PartitionClean
     return table.select(MAP_SCHEMA.names).cast(MAP_SCHEMA)
 
 
-def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChunk], key_map, segment_bytes: int,
+def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChunk], key_map, config: CleanerConfig,
                   pass_ms: int) -> list[dict]:
     """Run :func:`clean_chunk` for every chunk on the executors (``key_map``: the broadcast map table)."""
     weights = [(c, sum(s.bytes for s in c.segments)) for c in chunks]
@@ -278,7 +277,7 @@ def _clean_chunks(spark, root: StorageRoot, topic: str, chunks: list[CleaningChu
         km = KeyMap(key_map.value)
         for b in batches:
             for k in b.column(0).to_pylist():
-                rows = [r for c in slices[k] for r in clean_chunk(root, topic, c, km, segment_bytes, pass_ms)]
+                rows = [r for c in slices[k] for r in clean_chunk(root, topic, c, km, config, pass_ms)]
                 yield pa.RecordBatch.from_pylist(rows, schema=_RESULT_SCHEMA)
 
     df = spark.range(len(slices), numPartitions=len(slices)).mapInArrow(clean, _RESULT_DDL)

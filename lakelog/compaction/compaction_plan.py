@@ -51,11 +51,12 @@ class CleanerConfig:
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = 86_400_000
     segment_bytes: int = 1 << 30
+    segment_codec: str = TopicConfig().segment_codec  # the rewritten segments' (compression.type)
 
     @classmethod
     def of(cls, config: TopicConfig) -> "CleanerConfig":
         return cls(float(config.get(MIN_CLEANABLE_DIRTY_RATIO)), int(config.get(MIN_COMPACTION_LAG_MS)),
-                   int(config.get(DELETE_RETENTION_MS)), int(config.get(SEGMENT_BYTES)))
+                   int(config.get(DELETE_RETENTION_MS)), int(config.get(SEGMENT_BYTES)), config.segment_codec)
 
 
 @dataclass(frozen=True)

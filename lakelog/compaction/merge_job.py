@@ -74,12 +74,12 @@ def _merge(spark, root: StorageRoot, snap, plan: MergePlan, rep: TopicReport) ->
               for i, g in enumerate(plan.groups)]
     weights = [(g, sum(s.bytes for s in g.segments)) for g in groups]
     slices = assign_slices(weights, slice_count(spark, sum(w for _, w in weights)))
-    topic = snap.topic
+    topic, codec = snap.topic, snap.config.segment_codec
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for k in b.column(0).to_pylist():
-                rows = [rewrite_group(root, topic, g) for g in slices[k]]
+                rows = [rewrite_group(root, topic, g, codec=codec) for g in slices[k]]
                 yield pa.RecordBatch.from_pylist([r for r in rows if r], schema=ADD_FIELDS_SCHEMA)
 
     results = [r.asDict() for r in

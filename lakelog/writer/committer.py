@@ -383,7 +383,7 @@ class Committer:
                    for partition, items in plan.items()}
             adds, failure = self._write_segments(
                 {partition: self._segment_table(batches, items, snap, append_time)
-                 for partition, items in plan.items()})
+                 for partition, items in plan.items()}, snap.config.segment_codec)
             if failure is not None:
                 delete_quietly(self.root, self.topic, [a.path for a in adds])
                 log.warning("writing segments of %s failed: %s", self.topic, failure)
@@ -455,7 +455,8 @@ class Committer:
         return staged
 
     def _write_segment(self, partition: int, batches, items, snap: TopicSnapshot, append_time: int):
-        return write_segment(self.root, self.topic, partition, self._segment_table(batches, items, snap, append_time))
+        return write_segment(self.root, self.topic, partition, self._segment_table(batches, items, snap, append_time),
+                             codec=snap.config.segment_codec)
 
     def _nudge_later(self, _=None) -> None:
         # Not on the finished upload's or PUT's thread: blocking those on the topic's lock could leave none
@@ -1027,8 +1028,8 @@ class Committer:
             return self._refresh_or(None)  # our offsets or validation may be stale: re-plan on the latest state
         return RETRY
 
-    def _write_segments(self, tables: dict[int, pa.Table]) -> tuple[list, OSError | None]:
-        """Write one segment per partition; ``(the adds written, the first failure or None)``.
+    def _write_segments(self, tables: dict[int, pa.Table], codec: str) -> tuple[list, OSError | None]:
+        """Write one segment per partition in ``codec``; ``(the adds written, the first failure or None)``.
 
         On an object store the uploads run in parallel (each is a round trip of the store's latency);
         locally, one after another.
@@ -1037,11 +1038,12 @@ class Committer:
         if self.root.is_local or len(tables) == 1:
             for partition, table in tables.items():
                 try:
-                    adds.append(write_segment(self.root, self.topic, partition, table))
+                    adds.append(write_segment(self.root, self.topic, partition, table, codec=codec))
                 except OSError as e:
                     return adds, e
             return adds, None
-        futures = [_uploads().submit(write_segment, self.root, self.topic, p, t) for p, t in tables.items()]
+        futures = [_uploads().submit(write_segment, self.root, self.topic, p, t, codec=codec)
+                   for p, t in tables.items()]
         failure = None
         for f in futures:
             try:
