@@ -1,6 +1,7 @@
 """A topic's ``compression.type`` is the Parquet codec of the segments written for it: by a single append, by
 the accumulator's pipelined group commits (object stores), and by compaction's rewrite; altering it changes
-the segments written from then on and leaves the others as they are; every codec reads back the same records."""
+the segments written from then on and leaves the others as they are; every codec reads back the same records.
+``producer``, the default, lets the storage choose: zstd on an object store, snappy on a local disk."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from lakelog.compaction.compaction_job import run_compaction
 from lakelog.compaction.spark_session import LazySession
 from lakelog.storage.topic_config import SEGMENT_CODECS, TopicConfig
 
-# compression.type -> the codec Parquet's metadata names for every column chunk
+# compression.type -> the codec Parquet's metadata names for every column chunk (producer: on an object store)
 PARQUET_NAMES = {"producer": "ZSTD", "zstd": "ZSTD", "lz4": "LZ4", "snappy": "SNAPPY", "gzip": "GZIP",
                  "uncompressed": "UNCOMPRESSED"}
 
@@ -35,7 +36,7 @@ def values(log: Log, topic: str, partition: int = 0) -> list[bytes]:
 
 def test_every_kafka_codec_name_has_a_parquet_codec():
     assert set(PARQUET_NAMES) == set(SEGMENT_CODECS)
-    assert TopicConfig().segment_codec == "zstd", "producer, Kafka's default, writes zstd"
+    assert TopicConfig().segment_codec is None, "producer, Kafka's default, leaves the codec to the root"
 
 
 @pytest.mark.parametrize("codec", sorted(PARQUET_NAMES))
@@ -43,8 +44,15 @@ def test_a_topics_segments_are_written_in_its_codec(log, codec):
     log.create_topic("t", 1, {"compression.type": codec})
     sent = [f"value {i} ".encode() * 10 for i in range(50)]
     log.append("t", [{"value": v} for v in sent], partition=0)
-    assert segment_codecs(log, "t") == [{PARQUET_NAMES[codec]}]
+    expected = "SNAPPY" if codec == "producer" and log.root.is_local else PARQUET_NAMES[codec]
+    assert segment_codecs(log, "t") == [{expected}]
     assert values(log, "t") == sent
+
+
+def test_the_default_codec_is_the_roots(log):
+    log.create_topic("t", 1)
+    log.append("t", [{"value": b"x" * 100}], partition=0)
+    assert segment_codecs(log, "t") == [{"SNAPPY" if log.root.is_local else "ZSTD"}]
 
 
 def test_pipelined_group_commits_write_the_topics_codec(log):

@@ -51,7 +51,7 @@ class CleanerConfig:
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = 86_400_000
     segment_bytes: int = 1 << 30
-    segment_codec: str = TopicConfig().segment_codec  # the rewritten segments' (compression.type)
+    segment_codec: str | None = None  # the rewritten segments' (compression.type; None: the root's default)
 
     @classmethod
     def of(cls, config: TopicConfig) -> "CleanerConfig":

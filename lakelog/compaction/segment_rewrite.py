@@ -33,7 +33,7 @@ from lakelog.reader.segment_reader import read_segment
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.segment_index import Segment, segment_file_name
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.writer.segment_writer import DEFAULT_CODEC, stats_timestamp, write_file, write_segment
+from lakelog.writer.segment_writer import default_codec, stats_timestamp, write_file, write_segment
 
 #: The Spark schema of :func:`rewrite_group`'s result rows.
 ADD_FIELDS_DDL = ("group_id int, path string, size long, modification_time long, stats string, "
@@ -84,14 +84,14 @@ def rewrite_group(root: StorageRoot, topic: str, group: RewriteGroup, *,
                   keep: np.ndarray | None = None,
                   pass_ms: int | None = None,
                   cache: dict[str, tuple[pa.Table, TombstoneStamps]] | None = None,
-                  codec: str = DEFAULT_CODEC) -> dict | None:
+                  codec: str | None = None) -> dict | None:
     """Write the group's surviving records as one segment; return its add fields, or None if no file.
 
     ``keep``: the keep mask over the group's records in offset order (None keeps every record, as a merge does).
     ``pass_ms``: the cleaning pass's time, stamped on surviving tombstones not
     stamped yet (None for a merge, which stamps nothing new).
     ``cache``: segments already read, by path (see :func:`read_group`).
-    ``codec``: the new segment's Parquet codec (the topic's ``compression.type``).
+    ``codec``: the new segment's Parquet codec (the topic's ``compression.type``; None: the root's default).
     """
     table, stamps = read_group(root, topic, group, cache)
     if keep is not None:
@@ -117,7 +117,7 @@ def write_empty_segment(root: StorageRoot, topic: str, group: RewriteGroup):
 
     rel = segment_file_name(group.partition, group.base_offset, uuid.uuid4().hex)
     empty = FILE_SCHEMA.empty_table().replace_schema_metadata(TombstoneStamps(0).to_metadata())
-    size = write_file(root, root.path_for("topics", topic, rel), empty, compression=DEFAULT_CODEC)
+    size = write_file(root, root.path_for("topics", topic, rel), empty, compression=default_codec(root))
     with_ts = [s for s in group.segments if s.records > 0] or list(group.segments)
     lo = min(s.min_timestamp for s in with_ts)
     hi = max(s.max_timestamp for s in with_ts)

@@ -31,12 +31,14 @@ FILE_DELETE_DELAY_MS = "file.delete.delay.ms"
 RETENTION_CHECK_INTERVAL_MS = "log.retention.check.interval.ms"
 COMPRESSION_TYPE = "compression.type"
 
-#: ``compression.type`` -> the Parquet codec a segment's pages are written in. Kafka's ``producer`` keeps each
-#: producer's codec; a segment holds many producers' batches, decoded and re-encoded as Parquet, so here it is
-#: the default codec. zstd by default: on object storage a segment's bytes are its PUT's transfer time, its
-#: storage and every reader's GETs, and zstd stores records in about half of snappy's bytes for a few ms more CPU
-#: per segment (BENCHMARKS.md: the append section's codec table, and "Produce on object storage").
-SEGMENT_CODECS = {"producer": "zstd", "zstd": "zstd", "lz4": "lz4", "snappy": "snappy", "gzip": "gzip",
+#: ``compression.type`` -> the Parquet codec a segment's pages are written in (None: the root's default,
+#: :func:`lakelog.writer.segment_writer.default_codec`). Kafka's ``producer`` keeps each producer's codec; a
+#: segment holds many producers' batches, decoded and re-encoded as Parquet, so here it lets the storage choose:
+#: zstd on an object store, where a segment's bytes are its PUT's transfer time, its storage and every reader's
+#: GETs, and zstd stores records in about half of snappy's bytes; snappy on a local disk, where bytes are cheap
+#: and zstd's extra CPU would cost a CPU-bound front its throughput (BENCHMARKS.md, the append section's codec
+#: table and "Produce on object storage").
+SEGMENT_CODECS = {"producer": None, "zstd": "zstd", "lz4": "lz4", "snappy": "snappy", "gzip": "gzip",
                   "uncompressed": "none"}
 
 
@@ -86,7 +88,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(DELETE_RETENTION_MS, "long", "86400000", "Keep tombstones this long after the cleaning pass that first reached them.", _at_least(0)),
         ConfigDef(MIN_COMPACTION_LAG_MS, "long", "0", "Records younger than this are never compacted.", _at_least(0)),
         ConfigDef(FILE_DELETE_DELAY_MS, "long", "60000", "Delay before files removed from the table are physically deleted (vacuum).", _at_least(0)),
-        ConfigDef(COMPRESSION_TYPE, "string", "producer", "Parquet codec of new segments; 'producer' is zstd.", _one_of(*SEGMENT_CODECS)),
+        ConfigDef(COMPRESSION_TYPE, "string", "producer", "Parquet codec of new segments; 'producer': zstd on object stores, snappy on a local disk.", _one_of(*SEGMENT_CODECS)),
         ConfigDef(RETENTION_CHECK_INTERVAL_MS, "long", "300000", "How often the maintenance scheduler checks this topic (per-topic override of the broker default).", _at_least(1)),
     ]
 }
@@ -170,8 +172,8 @@ class TopicConfig:
         return "compact" in self.cleanup_policy
 
     @property
-    def segment_codec(self) -> str:
-        """The Parquet codec new segments are written in (pyarrow's name)."""
+    def segment_codec(self) -> str | None:
+        """The Parquet codec new segments are written in (pyarrow's name; None: the root's default)."""
         return SEGMENT_CODECS[self.get(COMPRESSION_TYPE)]  # type: ignore[index]
 
     @property

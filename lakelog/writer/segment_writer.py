@@ -22,7 +22,6 @@ from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import segment_file_name
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.storage.topic_config import SEGMENT_CODECS
 
 ROW_GROUP_SIZE = 256 * 1024  # rows, at most (a power of two)
 # Row groups of about 8 MB of Arrow data: readers skip whole row groups by their offset statistics, so a read of
@@ -40,7 +39,12 @@ def row_group_rows(table: pa.Table) -> int:
     rows = max(MIN_ROW_GROUP_ROWS, min(ROW_GROUP_SIZE, int(ROW_GROUP_BYTES // per_row)))
     return 1 << (rows.bit_length() - 1)
 STATS_COLUMNS = ["offset", "timestamp"]
-DEFAULT_CODEC = SEGMENT_CODECS["producer"]  # a topic's compression.type chooses (TopicConfig.segment_codec)
+LOCAL_CODEC, OBJECT_STORE_CODEC = "snappy", "zstd"  # compression.type=producer (topic_config.SEGMENT_CODECS)
+
+
+def default_codec(root: StorageRoot) -> str:
+    """The codec of a topic whose ``compression.type`` is ``producer``: zstd on an object store, snappy locally."""
+    return LOCAL_CODEC if root.is_local else OBJECT_STORE_CODEC
 SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 
 
@@ -67,12 +71,13 @@ def segment_stats(table: pa.Table) -> str:
 
 
 def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table, *,
-                  data_change: bool = True, base_offset: int | None = None, codec: str = DEFAULT_CODEC):
+                  data_change: bool = True, base_offset: int | None = None, codec: str | None = None):
     """Write ``table`` (:data:`FILE_SCHEMA`, offset order) as a new segment; return its AddAction.
 
     ``base_offset`` defaults to the first record's offset; a compacted segment
     passes the start of the range it covers. ``codec``: the Parquet codec of its pages (the topic's
-    ``compression.type``, :attr:`~lakelog.storage.topic_config.TopicConfig.segment_codec`).
+    ``compression.type``, :attr:`~lakelog.storage.topic_config.TopicConfig.segment_codec`; None:
+    :func:`default_codec`).
     """
     from deltalake.transaction import AddAction
 
@@ -81,7 +86,7 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
     base = int(table.column("offset")[0].as_py()) if base_offset is None else base_offset
     rel = segment_file_name(partition, base, uuid.uuid4().hex)
     path = root.path_for("topics", topic, rel)
-    size = write_file(root, path, table, compression=codec, use_dictionary=False,
+    size = write_file(root, path, table, compression=codec or default_codec(root), use_dictionary=False,
                       write_statistics=STATS_COLUMNS, row_group_size=row_group_rows(table))
     return AddAction(
         path=rel,
