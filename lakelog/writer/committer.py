@@ -1028,7 +1028,7 @@ class Committer:
             return self._refresh_or(None)  # our offsets or validation may be stale: re-plan on the latest state
         return RETRY
 
-    def _write_segments(self, tables: dict[int, pa.Table], codec: str) -> tuple[list, OSError | None]:
+    def _write_segments(self, tables: dict[int, pa.Table], codec: str | None) -> tuple[list, OSError | None]:
         """Write one segment per partition in ``codec``; ``(the adds written, the first failure or None)``.
 
         On an object store the uploads run in parallel (each is a round trip of the store's latency);

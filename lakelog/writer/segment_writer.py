@@ -38,14 +38,16 @@ def row_group_rows(table: pa.Table) -> int:
     per_row = max(table.nbytes / max(table.num_rows, 1), 1.0)
     rows = max(MIN_ROW_GROUP_ROWS, min(ROW_GROUP_SIZE, int(ROW_GROUP_BYTES // per_row)))
     return 1 << (rows.bit_length() - 1)
+
+
 STATS_COLUMNS = ["offset", "timestamp"]
+SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 LOCAL_CODEC, OBJECT_STORE_CODEC = "snappy", "zstd"  # compression.type=producer (topic_config.SEGMENT_CODECS)
 
 
 def default_codec(root: StorageRoot) -> str:
     """The codec of a topic whose ``compression.type`` is ``producer``: zstd on an object store, snappy locally."""
     return LOCAL_CODEC if root.is_local else OBJECT_STORE_CODEC
-SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 
 
 def stats_timestamp(us: int, *, ceil: bool) -> str:
