@@ -111,6 +111,15 @@ def row_unknown_config_alter(http, t):
     return lambda: http.patch(f"/v1/topics/{t}", json={"configs": {"no.such.config": "1"}})
 
 
+def row_unknown_codec_create(http, t):
+    return lambda: http.post("/v1/topics", json={"name": t + "-z", "partitions": 1,
+                                                 "configs": {"compression.type": "brotli"}})
+
+
+def row_unknown_codec_alter(http, t):  # Kafka's codec names are lower case
+    return lambda: http.patch(f"/v1/topics/{t}", json={"configs": {"compression.type": "ZSTD"}})
+
+
 def row_partition_decrease(http, t):
     return lambda: http.patch(f"/v1/topics/{t}", json={"partitions": 1})
 
@@ -263,6 +272,8 @@ ROWS = [
     (row_internal_topic_produce, 400, 17, "INVALID_TOPIC_EXCEPTION"),
     (row_invalid_config_create, 400, 40, "INVALID_CONFIG"),
     (row_unknown_config_alter, 400, 40, "INVALID_CONFIG"),
+    (row_unknown_codec_create, 400, 40, "INVALID_CONFIG"),
+    (row_unknown_codec_alter, 400, 40, "INVALID_CONFIG"),
     (row_partition_decrease, 400, 37, "INVALID_PARTITIONS"),
     (row_zero_partitions, 400, 37, "INVALID_PARTITIONS"),
     (row_metadata_too_large, 400, 12, "OFFSET_METADATA_TOO_LARGE"),

@@ -50,6 +50,29 @@ def test_create_describe_alter_grow_delete(admin, http):
     assert http.get(f"/v1/topics/{name}").status_code == 404
 
 
+def test_compression_type_over_the_kafka_protocol(admin, http):
+    """Kafka's compression.type: its values set and described; one Kafka does not know refused with
+    INVALID_CONFIG, the topic not created, an existing one's value left as it was."""
+    name, bad = _name(), _name()
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
+                                  config={"compression.type": "lz4"})])[name].result(30)
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    assert admin.describe_configs([res])[res].result(30)["compression.type"].value == "lz4"
+    with pytest.raises(KafkaException) as e:
+        admin.create_topics([NewTopic(bad, num_partitions=1, replication_factor=1,
+                                      config={"compression.type": "brotli"})])[bad].result(30)
+    assert e.value.args[0].name() == "INVALID_CONFIG"
+    assert http.get(f"/v1/topics/{bad}").status_code == 404
+    with pytest.raises(KafkaException) as e:
+        admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+            ConfigEntry("compression.type", "LZ4", incremental_operation=AlterConfigOpType.SET)])])[res].result(30)
+    assert e.value.args[0].name() == "INVALID_CONFIG"
+    assert http.get(f"/v1/topics/{name}").json()["configs"]["compression.type"] == "lz4"
+    admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("compression.type", "producer", incremental_operation=AlterConfigOpType.SET)])])[res].result(30)
+    assert admin.describe_configs([res])[res].result(30)["compression.type"].value == "producer"
+
+
 def test_delete_records(admin, bootstrap, http):
     name = _name()
     admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(30)
