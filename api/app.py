@@ -16,32 +16,38 @@ import threading
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, Sequence
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
-from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
 from lakelog import Log, __version__
-from lakelog.group.consumer_offsets import OffsetStore
+from lakelog.broker.authorizer import Authorizer
+from lakelog.broker.metrics import Metrics
+from lakelog.broker.produce import ProducePipeline
+from lakelog.broker.topic_metadata import TopicMetadata
+from lakelog.cluster.cluster_metadata import ClusterMetadata
 from lakelog.errors import KafkaError
+from lakelog.group.consumer_offsets import OffsetStore
 from lakelog.group.group_coordinator import GroupCoordinator
+from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_name import is_internal, is_kafka_internal
 from lakelog.transaction.transaction_coordinator import TransactionCoordinator
 
 from api import console
-from api.auth import Authorizer
 from api.body_limit import BodyLimit
-from api.errors import UnexpectedErrors, install_error_handlers
-from api.metrics import Metrics, RequestTimer
-from api.produce_lane import PARSE_ROUTE, ProduceLane, ROUTE as PRODUCE_ROUTE
-from api.routers import (bench, fetch, groups, handoffs, health, members, producers, records, topics,
-                         transactions, v3_clusters, v3_groups, v3_records, v3_topics)
-from api.routers.v3_records import PRODUCE_DATA_SCHEMA
-from api.v3.produce_lane import ROUTE as V3_PRODUCE_ROUTE, V3ProduceLane
+from api.cross_origin import CrossOriginProtection, CrossOriginRequest
+from api.errors import UnexpectedErrors, error_response, install_error_handlers, is_v3
+from api.json_body import Utf8JsonBody
+from api.request_timer import RequestTimer
+from api.produce_lane import ProduceLane
+from api.produce_openapi import add_produce_operations
+from api.routers import (fetch, groups, handoffs, health, members, producers, schema_registry, topics,
+                         transactions, v3_acls, v3_brokers, v3_clusters, v3_groups, v3_partitions, v3_topics)
+from api.v3.produce_lane import V3ProduceLane
 from api.v3.resources import cluster_id_for
-from api.produce_body import openapi_components
-from api.services.produce import ProduceService
-from api.services.topic_metadata import TopicMetadata
+from api.security_headers import SecurityHeaders
+from api.produce_request import ProduceService
 from api.settings import Settings
 
 DESCRIPTION = """Kafka's produce, fetch, topic admin and offset commits over HTTP, on a lakelog root.
@@ -52,9 +58,9 @@ Every error body is `{"error_code", "error_name", "message"}` with Kafka's error
 StartHook = Callable[[State], Awaitable[Callable[[], Awaitable[None]]]]
 
 
-def _lease_keeper(log: Log, settings: Settings):
-    """Start keeping this front's share of partition leases; topics' commits go through their committer fronts
-    (``log.forwarder``), set before the first lease is taken."""
+def _lease_keeper(root: StorageRoot, settings: Settings):
+    """This front's lease keeper (started once the Log is built with it) and the forwarder of topics' commits to
+    their committer fronts."""
     from lakelog.cluster.cluster_secret import cluster_secret
     from lakelog.cluster.commit_forwarder import CommitForwarder
     from lakelog.cluster.lease_keeper import LeaseKeeper
@@ -63,9 +69,8 @@ def _lease_keeper(log: Log, settings: Settings):
     host, _, port = (settings.kafka_advertised or "").rpartition(":")
     me = FrontInfo(settings.node_id, settings.http_url, host or None,
                    int(port) if port.isdigit() else None)
-    keeper = LeaseKeeper(log, Membership(log.root, me, settings.front_session_timeout_ms))
-    log.forwarder = CommitForwarder(keeper, cluster_secret(log.root))
-    return keeper.start()
+    keeper = LeaseKeeper(Membership(root, me, settings.front_session_timeout_ms))
+    return keeper, CommitForwarder(keeper, cluster_secret(root))
 
 
 def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook] = ()) -> FastAPI:
@@ -75,12 +80,23 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
     that stops what it started; ``lakelog serve --kafka-listener`` starts the Kafka listener this way.
     ``app.state.commit_listeners`` are called after each commit as ``(topic, records, bytes, seconds)``."""
     settings = settings or Settings.from_env()
-    authorizer = Authorizer.from_file(settings.auth_file) if settings.auth_file else Authorizer.open()
+    # the root's ACLs, SCRAM credentials, client quotas and broker configs (read from the root at start-up)
+    cluster_metadata = ClusterMetadata(StorageRoot.resolve(settings.root, settings.storage_options or None))
+    authorizer = (Authorizer.from_file(settings.auth_file, dynamic=cluster_metadata) if settings.auth_file
+                  else Authorizer.open())
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log = Log(settings.root, storage_options=settings.storage_options or None, node_id=settings.node_id)
+        root = StorageRoot.resolve(settings.root, settings.storage_options or None)
+        keeper = forwarder = None
+        if settings.node_id is not None:  # several fronts on one root: keep this front's share of leases
+            keeper, forwarder = await run_in_threadpool(_lease_keeper, root, settings)
+        # the accumulator's queue times and the committers' stages go to on_commit_stages
+        log = Log(root, node_id=settings.node_id, leases=keeper, forwarder=forwarder,
+                  on_commit_stages=metrics.on_stages)
+        await run_in_threadpool(cluster_metadata.start)
+        app.state.cluster_metadata = cluster_metadata
         listeners: list[Callable] = [metrics.on_commit]
         app.state.commit_listeners = listeners
 
@@ -88,7 +104,6 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             for listener in listeners:
                 listener(*args)
 
-        log.on_commit_stages = metrics.on_stages  # the accumulator's queue times and the committers' stages
         accumulator = log.accumulator(linger_ms=settings.linger_ms, batch_size=settings.batch_size,
                                       buffer_memory=settings.buffer_memory, on_commit=on_commit,
                                       eager_uploads=settings.eager_uploads)
@@ -101,8 +116,10 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
         app.state.offsets = await run_in_threadpool(OffsetStore, log, accumulator=accumulator)
         app.state.coordinator = await run_in_threadpool(
             GroupCoordinator, store=app.state.offsets, config=settings.coordinator_config(),
-            partition_counts=lambda topics: _partition_counts(metadata, topics))
+            partition_counts=lambda topics: _partition_counts(metadata, topics),
+            topic_names=lambda: _regex_topics(log))
         ticker = asyncio.create_task(_tick(app.state.coordinator))
+        group_state = asyncio.create_task(_keep_group_state(app.state.coordinator))
         app.state.transactions = TransactionCoordinator(
             log, append=lambda topic, batches: accumulator.append(topic, batches).result(),
             offsets=app.state.offsets)
@@ -110,15 +127,16 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
         # the first InitProducerId is answered from a block claimed now, not after a commit of its own
         threading.Thread(target=log.registry.prefetch, name="lakelog-producer-ids", daemon=True).start()
         expiry = asyncio.create_task(_abort_expired(app.state.transactions))
-        app.state.produce = ProduceService(log, accumulator, metadata, metrics,
-                                           max_request_bytes=settings.max_request_bytes)
+        app.state.pipeline = ProducePipeline(log, accumulator, metadata, authorizer, metrics,
+                                             app.state.transactions)
+        app.state.produce = ProduceService(app.state.pipeline, max_request_bytes=settings.max_request_bytes)
         await run_in_threadpool(ProduceService.warm_up)
         # What exists now lives as long as the process: keep it out of the collector's generations, so a
         # full collection scans only request garbage, not the whole start-up heap, at the latency tail.
         app.state.leases = None
-        if settings.node_id is not None:  # several fronts on one root: keep this front's share of leases
-            app.state.leases = await run_in_threadpool(_lease_keeper, log, settings)
-            app.state.cluster_secret = log.forwarder.secret
+        if keeper is not None:
+            app.state.leases = await run_in_threadpool(keeper.start, log)
+            app.state.cluster_secret = forwarder.secret
         stops = [await hook(app.state) for hook in on_start]
         gc.freeze()
         try:
@@ -127,13 +145,16 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
             for stop in reversed(stops):
                 await stop()
             ticker.cancel()
+            group_state.cancel()
             expiry.cancel()
+            await run_in_threadpool(app.state.coordinator.persist)
             if app.state.leases is not None:
                 await run_in_threadpool(app.state.leases.stop)
             await run_in_threadpool(accumulator.close)
+            await run_in_threadpool(cluster_metadata.stop)
             await run_in_threadpool(log.close)
-            if log.forwarder is not None:
-                await run_in_threadpool(log.forwarder.close)
+            if forwarder is not None:
+                await run_in_threadpool(forwarder.close)
 
     app = FastAPI(title="lakelog", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
@@ -142,18 +163,19 @@ def create_app(settings: Settings | None = None, *, on_start: Sequence[StartHook
     app.state.metrics = metrics
     app.state.authorizer = authorizer
     install_error_handlers(app)
-    for module in (health, topics, records, fetch, producers, transactions, groups, members, handoffs,
-                   v3_clusters, v3_topics, v3_records, v3_groups):
+    for module in (health, topics, fetch, producers, transactions, groups, members, handoffs,
+                   v3_clusters, v3_brokers, v3_acls, v3_topics, v3_partitions, v3_groups, schema_registry):
         app.include_router(module.router)
     console.install(app)
-    if settings.bench_endpoints:
-        app.include_router(bench.router)
-    # Innermost first: produce requests pass the timer and the body limit, then leave FastAPI's stack.
+    # Innermost first: produce requests pass the timer, the response headers, the cross-origin check and the
+    # body limit, then leave FastAPI's stack.
+    app.add_middleware(Utf8JsonBody)
     app.add_middleware(UnexpectedErrors)
-    app.add_middleware(V3ProduceLane, state=app.state, route=_post_route(v3_records.router, V3_PRODUCE_ROUTE))
-    app.add_middleware(ProduceLane, state=app.state, route=_post_route(records.router, PRODUCE_ROUTE),
-                       parse_route=_post_route(bench.router, PARSE_ROUTE) if settings.bench_endpoints else None)
+    app.add_middleware(V3ProduceLane, state=app.state)
+    app.add_middleware(ProduceLane, state=app.state, parse_endpoint=settings.bench_endpoints)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(CrossOriginProtection, respond=_cross_origin_refusal)
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(RequestTimer, metrics=metrics)
     _document_produce_body(app)
     return app
@@ -190,6 +212,26 @@ async def _tick(coordinator: GroupCoordinator) -> None:
             logging.getLogger(__name__).exception("group coordinator tick failed")
 
 
+GROUP_STATE_FOLLOW_S = 1.0  # how soon a front sees a group deleted elsewhere (within one heartbeat interval)
+
+
+async def _keep_group_state(coordinator: GroupCoordinator) -> None:
+    """Write changed groups to ``__consumer_offsets`` (every ~100 ms), re-read consumer groups' partition counts
+    and follow what other processes wrote (every second)."""
+    loop = asyncio.get_running_loop()
+    followed = loop.time()
+    while True:
+        await asyncio.sleep(0.1)
+        try:
+            await run_in_threadpool(coordinator.persist)
+            if loop.time() - followed >= GROUP_STATE_FOLLOW_S:
+                followed = loop.time()
+                await run_in_threadpool(coordinator.refresh_metadata)
+                await run_in_threadpool(coordinator.follow)
+        except Exception:  # a storage hiccup must not stop it: the next round retries
+            logging.getLogger(__name__).exception("keeping group state failed")
+
+
 async def _abort_expired(transactions: TransactionCoordinator) -> None:
     """Abort transactions past their transaction.timeout.ms even when their producer never calls again."""
     while True:
@@ -200,8 +242,19 @@ async def _abort_expired(transactions: TransactionCoordinator) -> None:
             logging.getLogger(__name__).exception("aborting expired transactions failed")
 
 
-def _post_route(router: APIRouter, path: str) -> APIRoute:
-    return next(r for r in router.routes if isinstance(r, APIRoute) and r.path == path and "POST" in r.methods)
+def _cross_origin_refusal(scope, error: CrossOriginRequest):
+    """A cross-origin refusal as the path's kind of answer: a console page, a v3 or a v1 error body."""
+    scope["app"].state.metrics.count_error(error)
+    if console.is_console(scope["path"]):
+        return console.refusal(scope, error)
+    return error_response(error, status=error.http_status, v3=is_v3(scope["path"]))
+
+
+def _regex_topics(log: Log) -> list[str]:
+    """The topics a KIP-848 regex subscription is matched against: every topic Metadata lists, Kafka's internal
+    ``__consumer_offsets`` included, as Kafka's coordinator matches every topic of its metadata image (franz-go's
+    Test848RegexBrokerResolves)."""
+    return [t for t in log.list_topics(True) if is_kafka_internal(t) or not is_internal(t)]
 
 
 def _partition_counts(metadata: TopicMetadata, topics) -> dict[str, int]:
@@ -215,15 +268,13 @@ def _partition_counts(metadata: TopicMetadata, topics) -> dict[str, int]:
 
 
 def _document_produce_body(app: FastAPI) -> None:
-    """Add the produce body's JSON schema (msgspec structs, decoded by hand) to the OpenAPI document."""
+    """Add the produce operations, answered ahead of FastAPI's routing, to the OpenAPI document
+    (``api.produce_openapi``)."""
     base = app.openapi
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            schema = base()
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_components())
-            schema["components"]["schemas"]["ProduceRequestData"] = PRODUCE_DATA_SCHEMA
-            app.openapi_schema = schema
+            app.openapi_schema = add_produce_operations(base())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

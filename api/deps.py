@@ -12,12 +12,12 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from lakelog import Log
+from lakelog.broker.authorizer import GROUP, TOPIC, Authorizer, Principal
+from lakelog.broker.metrics import Metrics
+from lakelog.broker.topic_metadata import TopicMetadata
 from lakelog.group.consumer_offsets import OffsetStore
 
-from api.auth import GROUP, TOPIC, Authorizer, Principal
-from api.metrics import Metrics
-from api.services.produce import ProduceService
-from api.services.topic_metadata import TopicMetadata
+from api.produce_request import ProduceService
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the front's auth file (absent: open front)")
 

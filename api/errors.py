@@ -7,7 +7,6 @@ and retriable storage errors carry ``Retry-After``.
 
 from __future__ import annotations
 
-import logging
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
@@ -17,14 +16,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog import errors as E
+from lakelog.broker.error_mapping import unexpected_error
+from lakelog.broker.public_message import public_message
 
-from api.public_message import public_message
 from api.v3.errors import BadRequest, error_body as v3_error_body, http_error_body as v3_http_error_body, rest_status
 
 if TYPE_CHECKING:
-    from api.metrics import Metrics
-
-log = logging.getLogger(__name__)
+    from lakelog.broker.metrics import Metrics
 
 
 class UnsupportedContentType(E.InvalidRequest):
@@ -35,6 +33,7 @@ STATUS_BY_CODE: dict[int, int] = {
     E.InvalidRequest.code: 400,
     E.InvalidTopic.code: 400,
     E.InvalidConfig.code: 400,
+    E.PolicyViolation.code: 400,
     E.InvalidPartitions.code: 400,
     E.InvalidTimestamp.code: 400,
     E.InvalidRecord.code: 400,
@@ -74,6 +73,12 @@ STATUS_BY_CODE: dict[int, int] = {
     E.InvalidTxnState.code: 409,
     E.InvalidProducerIdMapping.code: 409,
     E.InvalidTransactionTimeout.code: 400,
+    E.GroupMaxSizeReached.code: 409,
+    E.FencedMemberEpoch.code: 409,
+    E.UnreleasedInstanceId.code: 409,
+    E.StaleMemberEpoch.code: 409,
+    E.UnsupportedAssignor.code: 400,
+    E.InvalidRegularExpression.code: 400,
 }
 
 
@@ -84,6 +89,7 @@ def status_for(error: E.KafkaError) -> int:
 
 
 V3_PREFIX = "/v3/"
+SCHEMA_REGISTRY_PREFIX = "/schema-registry"
 
 
 def is_v3(path: str) -> bool:
@@ -105,17 +111,6 @@ def error_response(error: E.KafkaError, retry_after_s: int = 1, status: int | No
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     return JSONResponse(body, status_code=status, headers=headers)
-
-
-def unexpected_error(exc: Exception, method: str, path: str) -> E.KafkaError:
-    """What a client is told of an exception that is no KafkaError: a storage failure is the retriable
-    ``KAFKA_STORAGE_ERROR``, anything else ``UNKNOWN_SERVER_ERROR``. The answer names no exception type,
-    message, file path or trace: those go to the server's log only."""
-    if E.is_storage_failure(exc):
-        log.warning("storage failure on %s %s: %r", method, path, exc)
-        return E.storage_error(exc)
-    log.error("unexpected error on %s %s", method, path, exc_info=exc)
-    return E.UnknownServerError("an unexpected server error; the server's log has the details")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -143,6 +138,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if is_v3(request.url.path):
             status = exc.status_code if exc.status_code in (404, 405) else 400
             return JSONResponse(v3_http_error_body(status), status_code=status, headers=headers)
+        if request.url.path.startswith(SCHEMA_REGISTRY_PREFIX):  # Confluent's registry answers {error_code, message}
+            return JSONResponse({"error_code": exc.status_code,
+                                 "message": f"HTTP {exc.status_code} {HTTPStatus(exc.status_code).phrase}"},
+                                status_code=exc.status_code, headers=headers)
         if exc.status_code in (404, 405):  # no such route or method: an HTTP error, no Kafka one (as Confluent's)
             name = HTTPStatus(exc.status_code).name
             body = {"error_code": exc.status_code, "error_name": name,

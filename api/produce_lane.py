@@ -4,17 +4,18 @@ A produce request carries a thousand records or more, and all of its work runs
 under one GIL.  Routed through FastAPI -- its middleware, the search through the
 included routers, dependency resolution, a thread-pool hop for parsing -- the
 request cost about as much interpreter time as parsing its records, and the
-front's produce rate was bound by it (BENCHMARKS.md, HTTP produce findings).
+front's produce rate was bound by it (BENCHMARKS.md, "HTTP produce").
 
 :class:`ProduceLane` is an ASGI middleware placed inside the body limit and the
 request timer; it answers exactly that operation and passes everything else on
-to FastAPI.  :func:`produce` is the one implementation of the operation: the lane
-calls it, and so does the FastAPI route in ``api/routers/records.py``, which
-exists to document the operation in OpenAPI.  Same authentication, ACL, query
-validation, error bodies (``api.errors``) and metrics either way.  The benchmark's
-parse-only endpoint (``POST /v1/bench/parse/{topic}``, mounted only with
-``bench_endpoints``) takes the same lane and stops before queueing, so the HTTP
-ceiling it measures is this path's.
+to FastAPI; no FastAPI route declares the operation (its OpenAPI entry is made
+from this module's tables, ``api.produce_openapi``).  :func:`produce` is the one
+implementation of the operation (the console's produce form calls it too): the
+broker's produce pipeline (``lakelog.broker.produce``) over the body decoded by
+``api.produce_request``, with the front's error bodies (``api.errors``) and
+metrics.  The benchmark's parse-only endpoint (``POST /v1/bench/parse/{topic}``,
+answered only with ``bench_endpoints``) takes the same lane and stops before
+queueing, so the HTTP ceiling it measures is this path's.
 
 Bodies that parse in about a millisecond or less -- :data:`INLINE_PARSE_BYTES`
 per media type -- are parsed on the event loop against the topic's cached
@@ -36,16 +37,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from lakelog import errors as E
+from lakelog.broker.error_mapping import unexpected_error
 
-from api.auth import TOPIC
 from api.arrow_body import DecodesLarge
-from api.errors import error_response, unexpected_error
+from api.errors import error_response
+from api.request_timer import RouteLabel
 from api.schemas import INT32_MAX, INT64_MAX
-from api.services.produce import ARROW_STREAM, JSON, ArrowParams, StaleMetadata, media_type
+from api.produce_request import ARROW_STREAM, JSON, ArrowParams, StaleMetadata, media_type
 
 if TYPE_CHECKING:
     from starlette.datastructures import State
-    from starlette.routing import BaseRoute
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -53,12 +54,12 @@ ROUTE = "/v1/topics/{topic}/records"
 PARSE_ROUTE = "/v1/bench/parse/{topic}"
 INLINE_PARSE_BYTES = {JSON: 256 << 10, ARROW_STREAM: 4 << 20}  # JSON parses at ~4 us/KiB, Arrow ~0.07 us/KiB
 ACKS = ("all", "-1", "1", "0")
-_LIMITS = {"producer_id": INT64_MAX, "producer_epoch": 32767, "base_sequence": INT32_MAX, "partition": INT32_MAX}
+QUERY_LIMITS = {"producer_id": INT64_MAX, "producer_epoch": 32767, "base_sequence": INT32_MAX, "partition": INT32_MAX}
 
 
 def _arrow_params(query: Mapping[str, str]) -> ArrowParams:
     values: dict[str, int | None] = {}
-    for name, limit in _LIMITS.items():
+    for name, limit in QUERY_LIMITS.items():
         raw = query.get(name)
         if raw is None:
             values[name] = None
@@ -79,8 +80,7 @@ async def produce(state: "State", topic: str, query: Mapping[str, str], authoriz
 
     ``parse_only`` (the benchmark's HTTP ceiling) stops before queueing and answers what was parsed.
     """
-    authorizer = state.authorizer
-    authorizer.authorize(authorizer.authenticate(authorization), "Write", TOPIC, topic)
+    state.pipeline.authorize(state.authorizer.authenticate(authorization), topic)
     acks = query.get("acks", "all")
     if acks not in ACKS:
         raise E.InvalidRequest(f"malformed request: query.acks: {acks!r} is not one of {', '.join(ACKS)}")
@@ -142,14 +142,12 @@ def _match(scope: "Scope") -> tuple[str, bool] | None:
 class ProduceLane:
     """ASGI middleware answering produce requests itself (see the module docstring); thread-confined to the loop."""
 
-    def __init__(self, app: "ASGIApp", state: "State", route: "BaseRoute",
-                 parse_route: "BaseRoute | None" = None) -> None:
-        """``route`` is what the request timer labels a produce request with, as FastAPI's routing would set it;
-        ``parse_route``, when the benchmark endpoints are mounted, the same for the parse-only endpoint."""
+    def __init__(self, app: "ASGIApp", state: "State", *, parse_endpoint: bool = False) -> None:
+        """``parse_endpoint``: also answer the benchmark's parse-only endpoint."""
         self.app = app
         self.state = state
-        self.route = route
-        self.parse_route = parse_route
+        self.route = RouteLabel(ROUTE)
+        self.parse_route = RouteLabel(PARSE_ROUTE) if parse_endpoint else None
 
     async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
         match = _match(scope)

@@ -238,8 +238,16 @@ class OffsetFetchOut(BaseModel):
     offsets: list[OffsetLagOut]
 
 
+class ListedGroupOut(BaseModel):
+    group: str
+    state: str  # Kafka's group states: Empty, PreparingRebalance, CompletingRebalance, Stable, Assigning, ...
+    type: str  # "classic" or "consumer" (ListGroups v5's GroupType)
+    protocol_type: str  # a classic group's protocol type ("consumer", "connect", ...); "" for an offsets-only group
+
+
 class GroupList(BaseModel):
     groups: list[str]
+    listed: list[ListedGroupOut]  # the same groups, with ListGroups' state, type and protocol type
 
 
 class GroupDeleted(BaseModel):
@@ -276,31 +284,44 @@ class TopicPartitionOut(BaseModel):
     partition: int
 
 
+class TopicPartitionIn(BaseModel):
+    model_config = _FORBID
+    topic: Text
+    partition: Annotated[int, Field(ge=0, le=INT32_MAX)]
+
+
 class JoinGroupIn(BaseModel):
+    """A member joins a consumer group on KIP-848's protocol (ConsumerGroupHeartbeat with member epoch 0)."""
+
     model_config = _FORBID
     topics: list[Text] = Field(min_length=1, description="subscribed topics (a pattern is resolved client-side)")
-    protocols: list[Text] = Field(default=["range"], min_length=1,
-                                 description="partition.assignment.strategy names, by preference")
-    member_id: Text | None = Field(default=None, description="absent on the first join")
+    server_assignor: Text | None = Field(default=None, description="group.remote.assignor: uniform or range "
+                                                                   "(absent: the group's, else uniform)")
+    member_id: Text | None = Field(default=None, description="absent: the coordinator picks one")
     group_instance_id: Text | None = Field(default=None, description="group.instance.id (static membership)")
     client_id: Text = "lakelog"
-    session_timeout_ms: TimeoutMs = 45_000
-    rebalance_timeout_ms: TimeoutMs = 300_000
-
-
-class JoinGroupOut(BaseModel):
-    member_id: str
-    generation: int
-    protocol: str
-    leader: str
-    members: list[str]
-    assignment: list[TopicPartitionOut]
+    session_timeout_ms: TimeoutMs | None = Field(
+        default=None, description="absent: group.consumer.session.timeout.ms; within group.min/max.session.timeout.ms")
+    rebalance_timeout_ms: TimeoutMs = Field(default=300_000, description="how long the member may take to revoke "
+                                                                         "partitions (max.poll.interval.ms)")
 
 
 class HeartbeatIn(BaseModel):
+    """A member's heartbeat: its epoch and the partitions it still owns; topics only when they changed."""
+
     model_config = _FORBID
-    generation: Generation
+    member_epoch: Annotated[int, Field(ge=-2, le=INT32_MAX)]
+    owned: list[TopicPartitionIn] = Field(default_factory=list, description="partitions the member still holds")
+    topics: list[Text] | None = Field(default=None, description="a new subscription (absent: unchanged)")
     group_instance_id: Text | None = None
+
+
+class HeartbeatOut(BaseModel):
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: list[TopicPartitionOut] | None = Field(description="the partitions the member may own now "
+                                                                    "(absent: unchanged)")
 
 
 class MemberOut(BaseModel):
@@ -309,13 +330,17 @@ class MemberOut(BaseModel):
     client_id: str
     topics: list[str]
     assignment: list[TopicPartitionOut]
+    member_epoch: int
+    protocol: str = Field(description="consumer (KIP-848, HTTP and Kafka 4 members) or classic (JoinGroup)")
 
 
 class GroupOut(BaseModel):
     group: str
     state: str
-    protocol: str | None
-    generation: int
+    type: str = Field(description="classic or consumer (KIP-848)")
+    protocol: str | None = Field(description="the classic protocol (assignor) name, or a consumer group's "
+                                             "server assignor")
+    generation: int = Field(description="the classic generation, or the consumer group's epoch")
     leader: str | None
     members: list[MemberOut]
     offsets: list[dict]

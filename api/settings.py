@@ -41,11 +41,24 @@ class Settings:
     bench_endpoints: bool = False
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 200
+    group_consumer_migration_policy: str = "bidirectional"
     # Several fronts on one root (docs/storage.md): this front's Kafka node id turns partition leases on.
     node_id: int | None = None
     front_session_timeout_ms: int = 10_000
     kafka_advertised: str | None = None  # HOST:PORT other fronts and Kafka clients are told
+    # Kafka's broker configs of the Kafka listener (docs/kafka-clients.md)
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    # the listener's limits
+    fetch_max_bytes: int = 57_671_680
+    sasl_server_max_receive_size: int = 524_288
     advertised_url: str | None = None  # the HTTP URL other fronts and clients are told (None: http://host:port)
 
     @property
@@ -55,11 +68,16 @@ class Settings:
 
     def coordinator_config(self):
         """The group coordinator's settings (Kafka's ``group.*`` broker keys)."""
-        from lakelog.group.group_coordinator import CoordinatorConfig
+        from lakelog.group.group_coordinator_config import CoordinatorConfig
 
         return CoordinatorConfig(group_min_session_timeout_ms=self.group_min_session_timeout_ms,
                                  group_max_session_timeout_ms=self.group_max_session_timeout_ms,
-                                 group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms)
+                                 group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+                                 group_max_size=self.group_max_size,
+                                 group_consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
+                                 group_consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+                                 group_consumer_max_size=self.group_consumer_max_size,
+                                 group_consumer_migration_policy=self.group_consumer_migration_policy)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":

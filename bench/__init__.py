@@ -126,6 +126,19 @@ def _load() -> str:
         return "unknown"
 
 
+def _measuring_args(argv: Sequence[str]) -> list[str]:
+    """The arguments that shape a run: where its results are written is left out."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--output", "--details"):
+            skip = True
+        elif not arg.startswith(("--output=", "--details=")):
+            out.append(arg)
+    return out
+
+
 def environment() -> dict[str, str]:
     """Machine and versions, recorded with every result."""
     import deltalake
@@ -141,12 +154,11 @@ def environment() -> dict[str, str]:
         "deltalake": deltalake.__version__,
         "pyarrow": pyarrow.__version__,
         "platform": platform.platform(),
-        "command": " ".join(["python -m bench.run", *sys.argv[1:]]),
+        "command": " ".join(["python -m bench.run", *_measuring_args(sys.argv[1:])]),
     }
 
 
 def environment_markdown(env: dict[str, str], load_after: str | None = None) -> str:
     load = f"load average {env['load']} at start" + (f", {load_after} at end" if load_after else "")
     return (f"_{env['date']} · `{env['command']}` · {env['cpus']} CPUs ({env['cpu']}), {env['ram']} RAM, "
-            f"{load} · Python {env['python']}, deltalake {env['deltalake']}, pyarrow {env['pyarrow']}, "
-            f"{env['platform']}_")
+            f"{load} · Python {env['python']}, deltalake {env['deltalake']}, pyarrow {env['pyarrow']}_")

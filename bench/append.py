@@ -110,9 +110,9 @@ def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *,
     ``direct=False`` forces every commit through delta-rs (the path S3 roots take), for comparison.
     """
     from lakelog import Log, PartitionBatch
-    from lakelog.writer import committer
+    from lakelog.writer import table_commit
 
-    saved, committer.DIRECT_COMMITS = committer.DIRECT_COMMITS, direct
+    saved, table_commit.DIRECT_COMMITS = table_commit.DIRECT_COMMITS, direct
     try:
         log = Log(str(workdir))
         log.create_topic("bench", 1)
@@ -123,7 +123,7 @@ def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *,
             _check(log.append_batches("bench", batch))
         return _since(started)
     finally:
-        committer.DIRECT_COMMITS = saved
+        table_commit.DIRECT_COMMITS = saved
 
 
 def write_deltalake_per_commit(workdir: Path, table: pa.Table, commits: int, *,
@@ -194,21 +194,22 @@ def lakelog_group_commit(workdir: Path, records: pa.Table, batches: int, *, prod
 # (label, module, owner attribute path, function): each is wrapped with a timer for the measurement;
 # a piece that no longer exists is skipped.  Indented pieces run inside the piece above.
 _PIECES = [
-    ("validate records", "lakelog.writer.committer", "", "validate_records"),
-    ("build segment columns", "lakelog.writer.committer", "Committer", "_segment_table"),
-    ("write segment (Parquet + stats)", "lakelog.writer.committer", "", "write_segment"),
+    ("validate records", "lakelog.writer.append_plan", "", "validate_records"),
+    ("build segment columns", "lakelog.writer.committer", "", "segment_table"),
+    ("write segment (Parquet + stats)", "lakelog.writer.segment_writer", "", "write_segment"),
     ("  Parquet write (pyarrow)", "pyarrow.parquet", "", "write_table"),
     ("  add-action stats", "lakelog.writer.segment_writer", "", "segment_stats"),
     ("commit (total)", "lakelog.writer.committer", "Committer", "_commit"),
     ("  delta-rs create_write_transaction", "deltalake", "DeltaTable", "create_write_transaction"),
     ("  delta-rs update_incremental (direct: in the background checkpoint)", "deltalake", "DeltaTable",
      "update_incremental"),
-    ("  our Delta log tail replay", "lakelog.writer.committer", "", "advance"),
-    ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.committer", "Committer", "_commit_direct"),
-    ("    put-if-absent of the commit file", "lakelog.writer.committer", "", "put_if_absent"),
+    ("  our Delta log tail replay", "lakelog.writer.table_commit", "", "advance"),
+    ("  direct commit (encode, put-if-absent, apply)", "lakelog.writer.table_commit", "TopicTable",
+     "commit_direct"),
+    ("    put-if-absent of the commit file", "lakelog.writer.table_commit", "", "put_if_absent"),
     ("  index/snapshot update", "lakelog.storage.topic_snapshot", "TopicSnapshot", "apply"),
     ("serialise the Arrow index (every 64 commits)", "lakelog.storage.topic_snapshot", "TopicSnapshot", "to_ipc_bytes"),
-    ("store the Arrow index (background thread)", "lakelog.writer.committer", "", "store_index"),
+    ("store the Arrow index (background thread)", "lakelog.writer.checkpointer", "", "store_index"),
     ("delta-rs checkpoint every 100 versions (direct: background thread)", "deltalake", "DeltaTable",
      "create_checkpoint"),
 ]
@@ -250,9 +251,9 @@ def time_breakdown(workdir: Path, records: pa.Table, commits: int, *,
                    direct: bool = True) -> tuple[float, dict[str, float]]:
     """(ms per commit, {piece: ms per commit}) over ``commits`` lakelog appends on a fresh topic."""
     from lakelog import Log, PartitionBatch
-    from lakelog.writer import committer
+    from lakelog.writer import table_commit
 
-    saved, committer.DIRECT_COMMITS = committer.DIRECT_COMMITS, direct
+    saved, table_commit.DIRECT_COMMITS = table_commit.DIRECT_COMMITS, direct
     try:
         log = Log(str(workdir))
         log.create_topic("bench", 1)
@@ -264,7 +265,7 @@ def time_breakdown(workdir: Path, records: pa.Table, commits: int, *,
                 _check(log.append_batches("bench", batch))
             total = time.perf_counter() - started
     finally:
-        committer.DIRECT_COMMITS = saved
+        table_commit.DIRECT_COMMITS = saved
     return total / commits * 1000, {k: v / commits * 1000 for k, v in totals.items() if v > 0}
 
 

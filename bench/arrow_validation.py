@@ -37,9 +37,11 @@ def _time(fn, n: int) -> float:
 
 def run(ctx: BenchContext) -> BenchResult:
     from api.arrow_body import read_arrow_body
-    from api.services.produce import ArrowParams, ProduceService
+    from api.produce_request import ArrowParams, ProduceService
     from bench.http_produce import arrow_table
     from lakelog import Log
+    from lakelog.broker.authorizer import Authorizer
+    from lakelog.broker.produce import ProducePipeline
 
     records = max(100, int(RECORDS * ctx.scale)) if not ctx.quick else 500
     table = arrow_table(records)
@@ -55,7 +57,7 @@ def run(ctx: BenchContext) -> BenchResult:
 
     log = Log(str(Path(ctx.workdir) / "root"))
     log.create_topic("t", 8)
-    service = ProduceService(log, log.accumulator(), _Metadata(log), None)
+    service = ProduceService(ProducePipeline(log, log.accumulator(), _Metadata(log), Authorizer.open(), None))
     snap = log.snapshot("t")
     limit = 64 << 20
     per_call = 5 if ctx.quick else 40

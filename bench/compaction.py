@@ -120,10 +120,10 @@ def _retention_topic(root, topic: str, segments: int) -> int:
 def run(ctx: BenchContext) -> BenchResult:
     from lakelog import Log
     from lakelog.storage.catalog import Catalog
-    from lakelog.compaction.compaction_job import run_compaction
-    from lakelog.compaction.compaction_plan import plan_cleaning
-    from lakelog.compaction.retention_job import run_retention
-    from lakelog.compaction.spark_session import build_session
+    from lakelog.maintenance.cleaner import run_compaction
+    from lakelog.maintenance.cleaner_plan import plan_cleaning
+    from lakelog.maintenance.retention import run_retention
+    from lakelog.maintenance.spark_session import build_session
     from lakelog.storage.storage_root import StorageRoot
 
     records = ctx.size(10_000_000, 200_000)

@@ -103,7 +103,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Until ``url`` answers; fails at once if ``proc`` exits, else after ``timeout`` s (a front imports for minutes
+    on a heavily loaded machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -134,16 +136,21 @@ class FrontProcess:
     """``lakelog serve`` in a child process with the bench endpoints on."""
 
     def __init__(self, root: str, workdir: Path, env: dict[str, str] | None = None, linger_ms: float = 5,
-                 args: tuple[str, ...] = ()) -> None:
+                 args: tuple[str, ...] = (), repo: Path = REPO) -> None:
+        """``repo``: the checkout whose code the front runs (another one's, to compare two versions)."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        child_env = {**os.environ, **(env or {}), "LAKELOG_BENCH_ENDPOINTS": "1", "PYTHONPATH": str(REPO),
+        child_env = {**os.environ, **(env or {}), "LAKELOG_BENCH_ENDPOINTS": "1", "PYTHONPATH": str(repo),
                      "LAKELOG_LINGER_MS": str(linger_ms)}
         self.log = open(workdir / f"front-{self.port}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "serve", "--root", root,
-                                      "--port", str(self.port), *args], cwd=str(REPO), env=child_env,
+                                      "--port", str(self.port), *args], cwd=str(repo), env=child_env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
-        _wait_http(f"{self.url}/v1/health", self.proc)
+        try:
+            _wait_http(f"{self.url}/v1/health", self.proc)
+        except BaseException:  # a front that never answered is not left behind
+            self.close()
+            raise
 
     def _samples(self, http: httpx.Client | None = None) -> list:
         """Every sample of the front's ``/metrics``, read through *http* (a client kept open by a caller that reads
@@ -187,7 +194,12 @@ class MotoProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "bench.moto_server", "--port", str(self.port)],
                                      cwd=Path(__file__).resolve().parents[1],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_http(self.endpoint, self.proc)
+        try:
+            _wait_http(self.endpoint, self.proc)
+        except BaseException:  # a server that never answered is not left behind
+            self.proc.kill()
+            self.proc.wait()
+            raise
         self.client().create_bucket(Bucket=self.BUCKET)
         self.env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
                     "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
@@ -203,9 +215,8 @@ class MotoProcess:
         """Delete every object under ``prefix`` (straight to moto, not through a latency proxy); how many.
 
         moto answers a LIST by scanning every key of the bucket, so each run's leftovers would slow the LISTs of
-        the runs after it (a LIST of a one-key prefix took 11.8 ms beside 20,000 other keys against 1.8 ms beside
-        none, one client, by hand); S3's LIST reads only its prefix. A benchmark that runs many loads on one
-        server clears each run's root.
+        the runs after it (several times over beside tens of thousands of keys); S3's LIST reads only its prefix.
+        A benchmark that runs many loads on one server clears each run's root.
         """
         s3 = self.client()
         deleted = 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from bench import BenchContext, BenchResult, Goal, md_table, median, percentile
 from bench.http_produce import JSON_RECORDS, FrontProcess, _create_topic, _free_port, http_load, json_body
@@ -72,13 +72,14 @@ def _values(n: int, size: int = VALUE_BYTES) -> list[bytes]:
 
 def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float = 0.0, config: dict | None = None,
                       warm_up: bool = False, on_start: Callable[[], None] | None = None,
-                      value_bytes: int = VALUE_BYTES,
+                      value_bytes: int = VALUE_BYTES, values: Sequence[bytes] | None = None,
                       progress: list[tuple[float, int]] | None = None) -> tuple[float, list[float]]:
     """(records/s, per-record ack latencies in s); ``interval_s`` paces the sends; ``config`` overrides the
     producer's settings; ``warm_up`` starts the clock of an unpaced run only once the client is ready (as a paced
     run's always does); ``on_start`` is called when the clock starts; records carry ``value_bytes`` each;
     ``progress`` (unpaced runs) gets (CLOCK_MONOTONIC s, records acknowledged so far) from the clock's start to
-    the last acknowledgement, about every 20 ms: librdkafka's queue length, no callback per record."""
+    the last acknowledgement, about every 20 ms: librdkafka's queue length, no callback per record; ``values``
+    replaces the records' values (taken in turn), which are otherwise slices of one random string."""
     from confluent_kafka import Producer
 
     # Throughput runs ask librdkafka for failed deliveries only (delivery.report.only.error): a Python callback
@@ -87,7 +88,7 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "acks": "all",
                   "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
                   "batch.size": 1_000_000, "delivery.report.only.error": not interval_s, **(config or {})})
-    values = _values(1024, value_bytes)
+    values = list(values) if values else _values(1024, value_bytes)
     latencies: list[float] = []
     errors = []
 
@@ -133,14 +134,14 @@ def confluent_produce(bootstrap: str, topic: str, n: int, *, interval_s: float =
                 p.poll(0.001)
                 continue
             while i < due:
-                p.produce(topic, values[i % 1024], on_delivery=done)
+                p.produce(topic, values[i % len(values)], on_delivery=done)
                 i += 1
             p.poll(0)
     else:
         for i in range(n):
             while True:
                 try:
-                    p.produce(topic, values[i % 1024], on_delivery=done)
+                    p.produce(topic, values[i % len(values)], on_delivery=done)
                     break
                 except BufferError:
                     p.poll(0.001)
@@ -176,8 +177,8 @@ def confluent_drain(bootstrap: str, topic: str, partitions: int, n: int, **confi
     from confluent_kafka import Consumer, TopicPartition
 
     # librdkafka's fetch defaults: larger per-partition fetches (8 MB) overfill its local queue
-    # (queued.min.messages, 100,000) and it then pauses the partition for fetch.queue.backoff.ms (1 s):
-    # measured here, 244k records/s against 917k with the defaults.
+    # (queued.min.messages, 100,000) and it then pauses the partition for fetch.queue.backoff.ms (1 s), which
+    # would make the drain measure librdkafka's pause rather than the listener (BENCHMARKS.md, "Kafka protocol").
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{time.monotonic_ns()}",
                   "enable.auto.commit": False, **config})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -1,8 +1,8 @@
 """moto's S3 server with S3's atomic conditional writes, for the tests and the benchmarks.
 
 moto checks ``If-None-Match: *`` / ``If-Match`` and then writes, two steps another request can come between, so
-two put-if-absent of one key could both succeed and the second overwrite the first (measured: 1-5 of 200 rounds
-of 8 racing writers with a 1 us thread switch interval); a Delta commit would be lost though acknowledged.
+two put-if-absent of one key can both succeed and the second overwrite the first (racing writers with a short
+thread switch interval make it happen); a Delta commit would be lost though acknowledged.
 S3's conditional writes are atomic; here such requests run one at a time.
 
     python -m bench.moto_server --port PORT     # serve until terminated
@@ -33,9 +33,9 @@ def s3_only(dispatcher, s3):
     """``s3`` (moto's S3 app) for every request but moto's own API (``/moto-api``), which ``dispatcher`` serves.
 
     moto's dispatcher works out each request's service afresh, under one process-wide lock, and looks for it
-    among moto's modules on disk first (a directory listing and an ``isdir`` per service): in the two-front
-    benchmark that was about a sixth of the moto server's CPU (py-spy), spent by the emulator, not by S3, on the
-    2 cores the fronts share. This server serves S3 alone, the service every request to it names.
+    among moto's modules on disk first (a directory listing and an ``isdir`` per service): CPU spent by the
+    emulator, not by S3, on the cores the fronts share in the benchmarks (BENCHMARKS.md, "Several fronts on one
+    S3 root", counts moto's CPU). This server serves S3 alone, the service every request to it names.
     """
 
     def wrapped(environ, start_response):

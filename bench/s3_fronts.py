@@ -45,11 +45,9 @@ GOAL_RATIO = 1.6
 # waits for them lengthen every stage; 1 KB records carry the same bytes in a tenth of the records. Of those, the
 # fewer requests in flight, the less the shared cores and the topic's one commit sequence wait in every stage of
 # a two-front run: with two producers the profile's latency is what limits (two fronts' Produce latency about
-# 1.15 times one front's, under half the cores busy), the goal's load; with four (the goal's load until
-# 2026-11-28) 1.19-1.24 times (the 20:14, 20:31 and 21:16 runs; by hand before them, three interleaved pairs
-# each, 1.70-1.81x with two producers, 1.55-1.74x with four), and with six or eight the ratio is lower still
-# (docs/storage.md). "defaults" is librdkafka's 5 requests in flight, which here runs out of CPU first,
-# shown for comparison.
+# 1.15 times one front's, under half the cores busy), the goal's load; with four, more (the table's other rows),
+# and with six or eight the ratio is lower still. "defaults" is librdkafka's 5 requests in flight, which here
+# runs out of CPU first, shown for comparison.
 LATENCY_BOUND = {"max.in.flight.requests.per.connection": 1}
 LOADS = {"latency-bound, 1 KB records, 2 producers": (LATENCY_BOUND, 1000, 2),
          "latency-bound, 1 KB records, 4 producers": (LATENCY_BOUND, 1000, 4),
@@ -57,15 +55,15 @@ LOADS = {"latency-bound, 1 KB records, 2 producers": (LATENCY_BOUND, 1000, 2),
          "defaults, 100 B records, 4 producers": ({}, 100, 4)}
 # Every load: records spread over the partitions one by one, not librdkafka's sticky batches of
 # sticky.partitioning.linger.ms (10 ms). A run is a fixed count of records: in sticky batches one front's
-# partitions got up to 9% more of them than the other's (by hand, 2026-11-26), and the run ended with that front
-# alone at work, which made two fronts look slower than they are
+# partitions get several percent more of them than the other's, and the run ends with that front alone at work,
+# which makes two fronts look slower than they are
 PRODUCER = {"sticky.partitioning.linger.ms": 0}
 GOAL_LOAD = "latency-bound, 1 KB records, 2 producers"
 # Record values per run: 6,000,000 of 100 bytes, 600,000 of 1 KB. Long enough for a steady state: with 1 KB records
 # each of four producers sends a partition nine full batches before its last, partial one (each of two, 18). At a
-# third of this (four requests per partition and producer, one of them a batch a fifth full) the requests carried
-# 772-781 records against 915-926, and the end of the run, with fewer requests in flight, weighed more in the
-# two-front runs, which are shorter: 1.44x against 1.58x in the same interleaved pairs (by hand, 2026-11-26 18:38)
+# third of this (four requests per partition and producer, one of them a batch a fifth full) the requests carry
+# fewer records, and the end of the run, with fewer requests in flight, weighs more in the two-front runs, which
+# are shorter, so the ratio reads low
 RUN_BYTES = 600_000_000
 # The steady state: from this share of the run's records acknowledged to that one (bench/steady_state.py)
 STEADY = (0.2, 0.8)
@@ -221,9 +219,8 @@ def _one_run(ctx: BenchContext, moto, proxy_url: str, fronts_n: int, records: in
         # under load), the other handed its over: judged by what each did, not by who led at the start
         committer = 1 + max(range(fronts_n), key=lambda i: made(i, "commit") - made(i, "handoff"))
         # From the first producer's first timed record to the last one's flush: not the processes' start-up
-        # (imports), nor the clients' (connections, metadata, producer id: 0.6 s under S3 Standard latency with
-        # producer ids claimed ahead, 0.5 s of it librdkafka's retry timer for the producer id, by hand on
-        # 2026-11-26); they start together
+        # (imports), nor the clients' (connections, metadata, producer id: most of a second under S3 Standard
+        # latency, librdkafka's retry timer for the producer id included); they start together
         span = max(r[1] for r in reports) - min(r[0] for r in reports)
         producers_cpu = sum(r[2] for r in reports)
         # Little's law over the fronts' Produce requests: records/s = requests in flight x records per request /
@@ -259,8 +256,8 @@ def run(ctx: BenchContext) -> BenchResult:
     # A quick run (the smoke test) takes the goal's load only: the others run the same code with other settings
     loads = {GOAL_LOAD: LOADS[GOAL_LOAD]} if ctx.quick else LOADS
     records = {load: ctx.size(RUN_BYTES // size, 800_000 // size) for load, (_, size, _) in loads.items()}
-    # The goal's load runs more often: on this shared 2-core machine its median of three two-front runs moved
-    # from 0.98x to 1.28x one front between runs of the same code (2026-11-26)
+    # The goal's load runs more often: on this shared 2-core machine the median of three two-front runs of the same
+    # code can differ by a quarter between runs
     goal_repeats = 2 * ctx.repeats - 1
     series: dict[tuple[str, int], list[dict]] = {(load, n): [] for load in loads for n in (1, 2)}
     moto = MotoProcess()

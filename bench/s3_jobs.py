@@ -3,33 +3,42 @@
 For each root the same data is written first (straight to moto, or to a local directory), then measured
 through :class:`bench.s3_proxy.S3FaultProxy` with the root's latency profile:
 
-* **Spark scan** -- ``count(*), sum(length(value))`` of a 4-partition topic through
-  ``spark.read.format("lakelog")`` on one ``local[2]`` session (on S3 roots the Python data source, the
-  only path to ``s3://`` here: pyspark ships no hadoop-aws);
-* **retention** -- :func:`lakelog.compaction.retention_job.run_retention` on a topic whose older half
+* **Spark reads** -- ``count(*), sum(length(value))`` of a 4-partition topic on one ``local[2]`` session with
+  hadoop-aws on its class path (the ``hadoop-aws`` reference set), interleaved per run: the JVM source
+  (``format("lakelog")``, S3 through S3A), ``spark.read.parquet`` of the same table directory (``s3a://``), the
+  Python source (``spark.lakelog.jvm.enabled=false``), and an ``AvailableNow`` stream of the JVM source from
+  ``earliest`` (``select(length(value))`` into the ``noop`` sink). Each S3 root is a bucket of its own: S3A keeps
+  one filesystem per bucket in a JVM, made with the first read's endpoint;
+* **retention** -- :func:`lakelog.maintenance.retention.run_retention` on a topic whose older half
   has expired;
-* **compaction** -- :func:`lakelog.compaction.compaction_job.run_compaction` of a keyed topic (small:
+* **compaction** -- :func:`lakelog.maintenance.cleaner.run_compaction` of a keyed topic (small:
   it runs on the driver).
 
-Reported per root and operation: seconds (median of ``repeats`` runs of the scan; the jobs run once,
-as they change the data), the records and MB of values the operation covers per second (the scan: the topic;
+Reported per root and operation: seconds (median of ``repeats`` runs of the reads; the jobs run once,
+as they change the data), the records and MB of values the operation covers per second (the reads: the topic;
 retention: the topic it trims, whose log it rewrites without reading its segments; compaction: the records it
-reads), and the S3 requests made by all the runs, by operation, with their cost per GB covered at public S3
-Standard prices (:meth:`bench.s3_proxy.RequestStats.dollars`).
+reads), and the S3 requests of one run, by operation, with their cost per GB covered at public S3 Standard prices
+(:meth:`bench.s3_proxy.RequestStats.dollars`); for the reads also per GB of segment files scanned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
+from pathlib import Path
 
 import pyarrow as pa
 
-from bench import BenchContext, BenchResult, md_table
+from bench import BenchContext, BenchResult, Goal, md_table
 
 TITLE = "Spark scan and maintenance jobs on object storage: local, moto, S3 Express and S3 Standard latency"
 PARTITIONS, BATCH = 4, 10_000
+READS = ("JVM source", "spark.read.parquet", "Python source", "AvailableNow (JVM)")
+# Issue 58's goals on S3 Standard: the JVM source's batch scan at >= 0.9x spark.read.parquet over the same s3a://
+# files and >= 3x the Python source on the same root; its AvailableNow stream at >= 0.8x that batch scan.
+GOAL_PARQUET_RATIO, GOAL_PYTHON_RATIO, GOAL_STREAM_RATIO = 0.9, 3.0, 0.8
 
 
 def _values(n: int, seed: int, keys: int | None = None) -> pa.Table:
@@ -63,12 +72,81 @@ def _fill(root, records: int) -> int:
     return int(time.time() * 1000) + 3_600_000 + 1  # an hour on: everything written so far has expired
 
 
+def _session():
+    """The bench's Spark session with hadoop-aws on the driver's class path (set before the JVM starts); an active
+    session (the smoke test's) must have it already."""
+    from bench.spark_scan import _session as spark_session
+    from reference import maven
+
+    cp = maven.classpath("hadoop-aws")
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if "--driver-class-path" not in args:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-class-path {cp} {args}"
+    spark, created = spark_session()
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem")
+    except Exception as e:  # noqa: BLE001 -- py4j's wrapper of ClassNotFoundException
+        raise RuntimeError("the active Spark session has no hadoop-aws on its class path: start it with "
+                           f"--driver-class-path {cp}") from e
+    return spark, created
+
+
+def _s3a_options(endpoint: str) -> dict[str, str]:
+    return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true", "fs.s3a.endpoint.region": "us-east-1",
+            "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.access.key": "bench", "fs.s3a.secret.key": "bench"}
+
+
+def _reads(spark, root_uri: str, endpoint: str | None, checkpoints: Path):
+    """The four reads of topic ``scan``, each a function returning (records, value bytes)."""
+    storage = {} if endpoint is None else {"storage.aws_endpoint_url": endpoint, "storage.aws_access_key_id": "bench",
+                                           "storage.aws_secret_access_key": "bench", "storage.aws_region": "us-east-1",
+                                           "storage.aws_allow_http": "true"}
+    agg = ("count(*)", "sum(length(value))")
+
+    def lakelog(jvm: bool):
+        def read():
+            spark.conf.set("spark.lakelog.jvm.enabled", str(jvm).lower())
+            try:
+                df = spark.read.format("lakelog").options(subscribe="scan", startingOffsets="earliest", **storage) \
+                    .load(root_uri)
+                return tuple(df.selectExpr(*agg).collect()[0])
+            finally:
+                spark.conf.set("spark.lakelog.jvm.enabled", "true")
+        return read
+
+    def parquet():
+        table = root_uri.replace("s3://", "s3a://") + "/topics/scan"
+        reader = spark.read if endpoint is None else spark.read.options(**_s3a_options(endpoint))
+        return tuple(reader.parquet(table).selectExpr(*agg).collect()[0])
+
+    runs = iter(range(1_000_000))
+
+    def available_now():
+        seen = []
+        q = (spark.readStream.format("lakelog").options(subscribe="scan", startingOffsets="earliest", **storage)
+             .load(root_uri).selectExpr("length(value) as n").writeStream.format("noop")
+             .trigger(availableNow=True).option("checkpointLocation", str(checkpoints / f"ck-{next(runs)}")).start())
+        q.awaitTermination()
+        assert "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"], q.lastProgress
+        for p in q.recentProgress:
+            seen.append(p["numInputRows"])
+        return sum(seen), None
+
+    return {"JVM source": lakelog(True), "spark.read.parquet": parquet, "Python source": lakelog(False),
+            "AvailableNow (JVM)": available_now}
+
+
+def _segment_bytes(root) -> int:
+    from lakelog.storage.topic_snapshot import load_snapshot
+
+    return sum(s.bytes for s in load_snapshot(root, "scan").index)
+
+
 def run(ctx: BenchContext) -> BenchResult:
     from bench.http_produce import MotoProcess
     from bench.s3_proxy import PROFILES, S3FaultProxy, bench_roots
-    from bench.spark_scan import _session
-    from lakelog.compaction.compaction_job import run_compaction
-    from lakelog.compaction.retention_job import run_retention
+    from lakelog.maintenance.cleaner import run_compaction
+    from lakelog.maintenance.retention import run_retention
     from lakelog.storage.storage_root import StorageRoot
 
     records = ctx.size(800_000, 80_000)
@@ -77,7 +155,7 @@ def run(ctx: BenchContext) -> BenchResult:
     cleanup.callback(moto.close)
     cleanup.enter_context(moto.environment())
     backends = bench_roots(ctx.quick)
-    rows, metrics = [], {}
+    rows, read_rows, metrics, goals = [], [], {}, []
     with cleanup:
         spark, created = _session()
         if created:
@@ -88,32 +166,45 @@ def run(ctx: BenchContext) -> BenchResult:
                 ctx.progress(f"{b}: writing {records:,} records per topic")
                 now_ms = _fill(root, records)
             else:
-                uri = f"s3://{MotoProcess.BUCKET}/jobs-{b}"
+                bucket = f"{MotoProcess.BUCKET}-{b}"  # S3A: one filesystem (and endpoint) per bucket and JVM
+                moto.client().create_bucket(Bucket=bucket)
+                uri = f"s3://{bucket}/jobs"
                 ctx.progress(f"{b}: writing {records:,} records per topic")
                 now_ms = _fill(StorageRoot.resolve(uri), records)
                 proxy = S3FaultProxy(moto.endpoint, latency=PROFILES.get(b)).start()
                 root = StorageRoot.resolve(uri, {"aws_endpoint_url": proxy.url})
             try:
-                reader = spark.read.format("lakelog").option("subscribe", "scan").option("startingOffsets", "earliest")
-                if proxy is not None:
-                    reader = reader.option("storage.aws_endpoint_url", proxy.url)
-
-                def scan():
-                    return reader.load(root.uri).selectExpr("count(*)", "sum(length(value))").collect()[0]
-
+                reads = _reads(spark, root.uri, proxy.url if proxy else None, ctx.workdir / f"s3-jobs-ck-{b}")
                 timings, counts, covered = {}, {}, {}
                 rounds = max(1, records // (BATCH * PARTITIONS))
-                covered["Spark scan"] = covered["retention"] = rounds * BATCH * PARTITIONS
-                if proxy is not None:
-                    proxy.reset_stats()
-                scan_s = []
-                for _ in range(ctx.repeats):
-                    t = time.perf_counter()
-                    n, _size = scan()
-                    scan_s.append(time.perf_counter() - t)
-                    assert n == covered["Spark scan"], n
-                timings["Spark scan"] = statistics.median(scan_s)
-                counts["Spark scan"] = proxy.reset_stats() if proxy else None
+                covered["retention"] = rounds * BATCH * PARTITIONS
+                scanned_gb = _segment_bytes(root) / 1e9
+                read_s = {name: [] for name in reads}
+                read_counts = {name: None for name in reads}
+                if ctx.repeats > 1:
+                    for read in reads.values():  # a warm-up round, not counted: class loading, JIT, first S3 clients
+                        read()
+                for _ in range(ctx.repeats):  # interleaved: every read once per round
+                    for name, read in reads.items():
+                        if proxy is not None:
+                            proxy.reset_stats()
+                        t = time.perf_counter()
+                        n, _size = read()
+                        read_s[name].append(time.perf_counter() - t)
+                        if proxy is not None:
+                            read_counts[name] = proxy.reset_stats()  # one run's requests (the last)
+                        assert n == covered["retention"], (name, n)
+                for name in reads:
+                    seconds = statistics.median(read_s[name])
+                    st = read_counts[name]
+                    per_gb = {op: n / scanned_gb for op, n in st.requests.items()} if st else {}
+                    read_rows.append([b, name, f"{seconds:.2f}", f"{covered['retention'] / seconds:,.0f}",
+                                      " / ".join(f"{per_gb.get(op, 0):,.0f}" for op in ("GET", "HEAD", "LIST"))
+                                      if st else "(local disk)",
+                                      f"${st.dollars() / scanned_gb:.4f}" if st else ""])
+                    metrics[f"{b}_{name}_s"] = seconds
+                    if st:
+                        metrics[f"{b}_{name}_lists"] = st.requests["LIST"]
                 t = time.perf_counter()
                 report = run_retention(root, ["old"], now_ms=now_ms)
                 timings["retention"] = time.perf_counter() - t
@@ -130,17 +221,36 @@ def run(ctx: BenchContext) -> BenchResult:
                     proxy.stop()
             for op, seconds in timings.items():
                 st, gb = counts[op], covered[op] * 100 / 1e9
-                runs = ctx.repeats if op == "Spark scan" else 1  # the requests counted are of every run
                 rows.append([b, op, f"{seconds:.2f}", f"{covered[op] / seconds:,.0f}", f"{gb * 1000 / seconds:.1f}",
-                             st.describe() if st else "(local disk)", f"${st.dollars() / (gb * runs):.3f}" if st else ""])
+                             st.describe() if st else "(local disk)", f"${st.dollars() / gb:.3f}" if st else ""])
                 metrics[f"{b}_{op.replace(' ', '_')}_s"] = seconds
-            ctx.progress(f"{b}: " + ", ".join(f"{op} {s:.2f} s" for op, s in timings.items()))
+            ctx.progress(f"{b}: " + ", ".join(f"{name} {metrics[f'{b}_{name}_s']:.2f} s" for name in READS)
+                         + ", " + ", ".join(f"{op} {s:.2f} s" for op, s in timings.items()))
+    if "s3-standard" in backends:
+        m = {name: metrics[f"s3-standard_{name}_s"] for name in READS}
+        jvm = m["JVM source"]
+        goals = [
+            Goal(f"s3-standard: JVM source batch scan >= {GOAL_PARQUET_RATIO}x spark.read.parquet",
+                 m["spark.read.parquet"] / jvm >= GOAL_PARQUET_RATIO,
+                 f"{m['spark.read.parquet'] / jvm:.2f}x ({jvm:.2f} s against {m['spark.read.parquet']:.2f} s)"),
+            Goal(f"s3-standard: JVM source batch scan >= {GOAL_PYTHON_RATIO:.0f}x the Python source",
+                 m["Python source"] / jvm >= GOAL_PYTHON_RATIO,
+                 f"{m['Python source'] / jvm:.2f}x ({jvm:.2f} s against {m['Python source']:.2f} s)"),
+            Goal(f"s3-standard: AvailableNow >= {GOAL_STREAM_RATIO}x the JVM batch scan",
+                 jvm / m["AvailableNow (JVM)"] >= GOAL_STREAM_RATIO,
+                 f"{jvm / m['AvailableNow (JVM)']:.2f}x ({m['AvailableNow (JVM)']:.2f} s)"),
+        ]
     text = (f"Per topic {records:,} records of 100 random bytes over {PARTITIONS} partitions, in commits of "
-            f"{BATCH:,} records per partition (the keyed topic: a tenth of that, 500 keys). The scan is the "
-            f"median of {ctx.repeats} runs; each job runs once. Records/s and MB/s are of the records the operation "
-            f"covers: the scan's topic, the topic retention trims (log-only: it reads no segment), the records "
-            f"compaction reads. S3 requests are of all the runs (the scan's {ctx.repeats}); request $ per GB "
-            f"covered: public S3 Standard prices ($0.005 per 1,000 PUT, POST or LIST; $0.0004 per 1,000 GET or "
-            f"HEAD), storage and transfer not counted.\n\n"
-            + md_table(["root", "operation", "seconds", "records/s", "MB/s", "S3 requests", "request $ per GB"], rows))
-    return BenchResult(markdown=text, summary=[" | ".join(r[:3]) for r in rows], metrics=metrics)
+            f"{BATCH:,} records per partition (the keyed topic: a tenth of that, 500 keys). Each read is the "
+            f"median of {ctx.repeats} runs, the reads interleaved per run; each job runs once. Records/s are of the "
+            f"records the operation covers: the topic for the reads, the topic retention trims (log-only: it reads "
+            f"no segment), the records compaction reads. Requests of one run of each read, per GB of segment files "
+            f"(the Parquet the topic's table holds) and for the jobs in all; request $: public S3 Standard prices "
+            f"($0.005 per 1,000 PUT, POST or LIST; $0.0004 per 1,000 GET or HEAD), storage and transfer not "
+            f"counted.\n\n"
+            + md_table(["root", "read", "seconds", "records/s", "GET / HEAD / LIST per GB", "request $ per GB"],
+                       read_rows)
+            + "\n\n" + md_table(["root", "operation", "seconds", "records/s", "MB/s", "S3 requests",
+                                  "request $ per GB"], rows))
+    return BenchResult(markdown=text, summary=[" | ".join(r[:3]) for r in read_rows + rows], metrics=metrics,
+                       goals=goals)

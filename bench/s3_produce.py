@@ -40,7 +40,7 @@ OBJECT_STORE_CLIENTS = 32
 # Arrow on object stores: a commit cycle is a few hundred ms of PUTs there, so the bytes in flight bound the rate
 # (8 MB/s per MB in flight at 0.125 s) and the size of the segments a commit writes (docs/storage.md).
 OBJECT_STORE_ARROW_CLIENTS, OBJECT_STORE_ARROW_RECORDS = 48, 40_000
-PARTITIONS = 16  # issue 15's goals are for a 16-partition topic
+PARTITIONS = 16  # the S3 produce goals are for a 16-partition topic
 HALF_RATE_S = 30  # long enough for the background checkpoints (at most one per 10 s per topic) to be in it
 # librdkafka as docs/kafka-clients.md advises on an object-store root: it sends one partition's batch per request
 # and keeps at most 5 requests in flight, so fewer, fuller requests (records lingered, and sent to one partition

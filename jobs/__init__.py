@@ -1,1 +1,1 @@
-"""spark-submit entry points of the maintenance jobs (thin wrappers over lakelog.compaction)."""
+"""The spark-submit entry points of the maintenance jobs (lakelog.maintenance): launch.py, run by one script per job."""

@@ -1,19 +1,9 @@
-"""spark-submit entry point: the lakelog retention job.
+"""``spark-submit jobs/retention.py``: the retention job, through jobs/launch.py.
 
-    spark-submit jobs/retention.py --root ROOT [--topic T ...] [--dry-run] [--storage-option K=V ...] [--json]
-
-See ``lakelog.cli.job_cli`` for the options and docs/maintenance.md for what the job does.
+Generated from lakelog.maintenance.job_scripts.SCRIPTS.
 """
 
-import sys
-from pathlib import Path
-
-try:
-    import lakelog  # noqa: F401
-except ImportError:  # run from a source tree without lakelog installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lakelog.cli.job_cli import main
-
 if __name__ == "__main__":
-    sys.exit(main("retention"))
+    from launch import run  # (this script's folder is first on sys.path)
+
+    run("retention")

@@ -9,6 +9,12 @@ the same root are not seen here: waiters also wake every ``poll_s`` and look.
 from __future__ import annotations
 
 import asyncio
+import time
+from contextvars import ContextVar
+
+#: Seconds a request spent waiting for commits (its long poll), added up where the request's task set it to a
+#: list: handling time charged to request quotas leaves the waits out (kafka_front/throttle.py).
+WAITED: ContextVar["list[float] | None"] = ContextVar("lakelog_fetch_waited", default=None)
 
 
 class CommitWaiter:
@@ -34,11 +40,15 @@ class CommitWaiter:
         event = asyncio.Event()
         for t in topics:
             self._waiting.setdefault(t, set()).add(event)
+        started = time.monotonic()
         try:
             await asyncio.wait_for(event.wait(), timeout=max(0.0, min(timeout_s, self.poll_s)))
         except asyncio.TimeoutError:
             pass
         finally:
+            waited = WAITED.get()
+            if waited is not None:
+                waited[0] += time.monotonic() - started
             for t in topics:
                 waiters = self._waiting.get(t)
                 if waiters is not None:

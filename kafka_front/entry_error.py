@@ -3,16 +3,15 @@
 Most Kafka responses carry errors per entry and have no top-level error code, so an exception let out of a
 handler would leave the client an empty response. A KafkaError is answered as it is; a failing store as the
 retriable ``KAFKA_STORAGE_ERROR``; anything else as ``UNKNOWN_SERVER_ERROR`` -- as the HTTP front answers
-(:func:`api.errors.unexpected_error`: the exception's text and trace go to the server's log only).
+(:func:`lakelog.broker.error_mapping.unexpected_error`: the exception's text and trace go to the server's log only).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lakelog.broker.error_mapping import unexpected_error
 from lakelog.errors import KafkaError
-
-from api.errors import unexpected_error
 
 if TYPE_CHECKING:
     from kafka_front.context import FrontContext

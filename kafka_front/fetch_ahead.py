@@ -47,8 +47,10 @@ class FetchAhead:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka-fetch-ahead")
         self.hits = 0  # answers that came from read-ahead (tests and metrics)
 
-    def take(self, topic: str, partition: int, offset: int, max_bytes: int, log_start_offset: int) -> Chunk | None:
-        """The chunk read ahead at ``offset`` if it fits ``max_bytes`` and is still in the log; else None.
+    def take(self, topic: str, partition: int, offset: int, max_bytes: int, log_start_offset: int, *,
+             min_one: bool = True) -> Chunk | None:
+        """The chunk read ahead at ``offset`` if it is an answer a read of ``max_bytes`` could give (a read with
+        ``min_one`` may give one record past it) and is still in the log; else None.
 
         Waits for a read still in progress (it started before this request and reads the same records).
         """
@@ -61,7 +63,9 @@ class FetchAhead:
             chunk = future.result()
         except Exception:  # the fresh read will raise the error to the client if it still applies
             return None
-        if budget > max_bytes and len(chunk.records) > max_bytes:
+        # Chunks are read with min_one: past their budget only by one record.  Within max_bytes, a chunk is an
+        # answer whatever its budget; past it, only the lone record a read with min_one would give too.
+        if len(chunk.records) > max_bytes and not (min_one and budget <= max_bytes):
             return None
         with self._lock:
             self.hits += 1

@@ -74,7 +74,9 @@ def encode_response(api_key: int, version: int, correlation_id: int, body) -> by
 
 
 def build_response(api_key: int, version: int, values: dict):
-    return build(response_type(api_key, version), values)
+    """The response dataclass of ``values``; a None where the version has no null is its zero value (what a
+    client could be sent in its place: kio cannot write the None)."""
+    return build(response_type(api_key, version), values, null_as_zero=True)
 
 
 @functools.cache
@@ -124,25 +126,28 @@ def _convert(kafka_type: str, tp: object, value):
     return value
 
 
-def build(cls: type, values: dict):
-    """An instance of the kio dataclass ``cls`` from plain ``values`` (see the module doc)."""
+def build(cls: type, values: dict, *, null_as_zero: bool = False):
+    """An instance of the kio dataclass ``cls`` from plain ``values`` (see the module doc); ``null_as_zero``: a
+    None given for a field the version does not let be null becomes its zero value (else it stays None, as a
+    test writing a hostile request wants)."""
     hints = _hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         kafka_type = f.metadata.get("kafka_type")
-        if f.name in values:
+        if f.name in values and not (values[f.name] is None and null_as_zero and not _nullable(tp)):
             v = values[f.name]
             if _is_array(tp):
                 el = _element(tp)
                 if v is None:
                     kwargs[f.name] = None
                 elif dataclasses.is_dataclass(el):
-                    kwargs[f.name] = tuple(build(el, x) for x in v)
+                    kwargs[f.name] = tuple(build(el, x, null_as_zero=null_as_zero) for x in v)
                 else:
-                    kwargs[f.name] = tuple(_convert(kafka_type, el, x) for x in v)
+                    kwargs[f.name] = tuple(_zero(kafka_type, el) if x is None and null_as_zero
+                                           else _convert(kafka_type, el, x) for x in v)
             elif dataclasses.is_dataclass(_element(tp)):
-                kwargs[f.name] = None if v is None else build(_element(tp), v)
+                kwargs[f.name] = None if v is None else build(_element(tp), v, null_as_zero=null_as_zero)
             else:
                 kwargs[f.name] = _convert(kafka_type, tp, v)
         elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
@@ -150,7 +155,7 @@ def build(cls: type, values: dict):
         elif _is_array(tp):
             kwargs[f.name] = ()
         elif dataclasses.is_dataclass(_element(tp)):
-            kwargs[f.name] = None if _nullable(tp) else build(_element(tp), {})
+            kwargs[f.name] = None if _nullable(tp) else build(_element(tp), {}, null_as_zero=null_as_zero)
         else:
             kwargs[f.name] = _zero(kafka_type, tp)
     return cls(**kwargs)

@@ -122,10 +122,28 @@ def split_batches(data: bytes | memoryview) -> list[memoryview]:
     return out
 
 
+# A batch's records are decoded in windows: a window is walked (the chain of record lengths, in Python) and then
+# checked and decoded at once (numpy), so a batch is refused at its first bad record having done work in
+# proportion to the records before it: each window at most WINDOW_GROWTH times the records decoded before it,
+# and the first at most FIRST_WINDOW_RECORDS records or FIRST_WINDOW_BYTES bytes.  Compressed records are
+# decompressed only as far as the windows reach.  A batch of a few thousand records is one window (one numpy
+# pass, as before windows existed).
+FIRST_WINDOW_RECORDS = 16384
+FIRST_WINDOW_BYTES = 4 << 20
+WINDOW_GROWTH = 4
+MIN_RECORD_BYTES = 7  # length, attributes, timestamp delta, offset delta, key length, value length, header count
+
+
 def decode_batch(data: bytes | memoryview, *, max_decompressed_bytes: int) -> Batch:
     """One batch (as cut by :func:`split_batches`) after checking its CRC32C.  Its records section, decompressed
     if compressed, may take at most ``max_decompressed_bytes`` (:class:`DecodeLimitExceeded` otherwise): a
-    compressed one is never decompressed further than that; ``Batch.records_bytes`` is what it took."""
+    compressed one is never decompressed further than that, nor further than its first bad record;
+    ``Batch.records_bytes`` is what it took.
+
+    The header's offsets and count are checked as Kafka's ``LogValidator.validateBatch`` checks a client's
+    batch (``INVALID_RECORD``: "Batch has an invalid offset range", "Invalid reported count for record batch",
+    "Inconsistent batch offset range"); then record i must have offset delta i, which lakelog requires of
+    every batch (a broker rewrites such a compressed batch instead)."""
     mv = memoryview(data)
     if len(mv) < HEADER_SIZE:
         raise _corrupt("shorter than a batch header")
@@ -138,38 +156,164 @@ def decode_batch(data: bytes | memoryview, *, max_decompressed_bytes: int) -> Ba
     actual = crc32c(mv[CRC_START:])
     if actual != crc:
         raise _corrupt(f"CRC32C {actual:#010x} does not match the batch's {crc:#010x}")
-    if count < 0 or count > last_delta + 1 or (count == 0 and last_delta != -1 and last_delta != 0):
-        raise _corrupt(f"record count {count} with last offset delta {last_delta}")
+    last = base_offset + last_delta
+    if last_delta < 0:
+        raise InvalidRecord(f"Batch has an invalid offset range: [{base_offset}, {last}]")
+    if count <= 0:
+        raise InvalidRecord(f"Invalid reported count for record batch: {count}")
+    if count != last_delta + 1:
+        raise InvalidRecord(f"Inconsistent batch offset range [{base_offset}, {last}] and count of records {count}")
+    if count > max_decompressed_bytes // MIN_RECORD_BYTES:
+        raise DecodeLimitExceeded(f"{count} records take more than the limit of {max_decompressed_bytes} bytes")
     body = mv[HEADER_SIZE:]
     codec = attributes & COMPRESSION_MASK
     if codec:
-        body = memoryview(compression.decompress(codec, body, max_decompressed_bytes))
-    elif len(body) > max_decompressed_bytes:
-        raise DecodeLimitExceeded(f"records of {len(body)} bytes, more than the limit of {max_decompressed_bytes}")
-    if count > len(body) // 7 + 1:  # a record takes at least 7 bytes (length, attributes, 5 varints)
-        raise _corrupt(f"record count {count} cannot fit in {len(body)} bytes")
-    raw = body.obj if isinstance(body.obj, bytes) and body.nbytes == len(body.obj) else bytes(body)
+        pieces = compression.decompress_pieces(codec, body, max_decompressed_bytes)
+        raw = b""
+    else:
+        if len(body) > max_decompressed_bytes:
+            raise DecodeLimitExceeded(f"records of {len(body)} bytes, more than the limit of "
+                                      f"{max_decompressed_bytes}")
+        if count > len(body) // MIN_RECORD_BYTES:
+            raise _corrupt(f"record count {count} cannot fit in {len(body)} bytes")
+        pieces = iter(())
+        raw = body.obj if isinstance(body.obj, bytes) and body.nbytes == len(body.obj) else bytes(body)
     try:
-        cols = _decode_columns(raw, count, base_ts, last_delta) if count else None
-        if cols is None:  # records with headers (or none at all): the per-record decoder
-            lists = _Lists([], [], [], [], [])
-            end = _decode_records(raw, count, base_ts, last_delta, lists)
-            if end != len(raw):
-                raise _corrupt(f"{len(raw) - end} bytes after the last of {count} records")
-            try:
-                stamps = np.array(lists.timestamps, np.int64)  # Python ints: base + delta may exceed 64 bits
-            except OverflowError:
-                raise _corrupt(_TIMESTAMP_OVERFLOW) from None
-            cols = (np.array(lists.offset_deltas, np.int64), stamps,
-                    pa.array(lists.keys, pa.binary()), pa.array(lists.values, pa.binary()),
-                    pa.array([None if h is None else [{"key": k, "value": v} for k, v in h] for h in lists.headers],
-                             HEADER_TYPE) if any(h is not None for h in lists.headers) else None)
+        cols, taken = _decode_windows(raw, pieces, count, base_ts, exhausted=not codec)
     except IndexError:
         raise _corrupt("a record runs past the end of the batch") from None
-    except (OverflowError, ValueError):  # a field numpy or Arrow cannot hold (pyarrow's errors are ValueErrors)
+    except (OverflowError, ValueError) as e:  # a field numpy or Arrow cannot hold (pyarrow's errors are ValueErrors)
+        if isinstance(e, CorruptRecord):
+            raise
         raise _corrupt("a record field is out of range") from None
     return Batch(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, *cols,
-                 records_bytes=len(raw))
+                 records_bytes=taken)
+
+
+def _decode_windows(raw: bytes, pieces, count: int, base_ts: int, exhausted: bool) -> tuple[tuple, int]:
+    """The batch's ``count`` records as columns, decoded window by window (see ``FIRST_WINDOW_RECORDS``) from
+    ``raw`` and then ``pieces`` (the rest of the decompressed records, pulled as needed, unless
+    ``exhausted``); and how many bytes the records took."""
+    taken = len(raw)
+    windows: list[tuple] = []
+    done, start = 0, 0  # records decoded; where the window begins in raw
+    most_records, most_bytes = FIRST_WINDOW_RECORDS, FIRST_WINDOW_BYTES
+    while done < count:
+        if not exhausted and len(raw) - start < most_bytes:  # the window's bytes, or all there are
+            got = [raw[start:]]
+            have = len(got[0])
+            while have < most_bytes:
+                piece = next(pieces, None)
+                if piece is None:
+                    exhausted = True
+                    break
+                got.append(piece)
+                have += len(piece)
+                taken += len(piece)
+            raw, start = b"".join(got), 0
+        want = min(count - done, most_records)
+        begins: list[int] = []
+        if exhausted:
+            pos = _walk_all(raw, start, want, begins)
+            if pos > len(raw):
+                raise _corrupt(f"record {done + len(begins) - 1} runs past the end of the batch")
+        else:
+            pos = _walk(raw, start, want, begins, start + most_bytes)
+            if not begins:  # one record larger than the window: decompress further
+                most_bytes *= WINDOW_GROWTH
+                continue
+        windows.append(_decode_window(raw[start:pos], [b - start for b in begins] if start else begins, done,
+                                      base_ts))
+        done += len(begins)
+        start = pos
+        most_records, most_bytes = most_records * WINDOW_GROWTH, most_bytes * WINDOW_GROWTH
+    left = len(raw) - start
+    for piece in pieces:  # decompresses at most one more piece, unless it is empty
+        left += len(piece)
+        if left:
+            break
+    if left:
+        raise _corrupt(f"bytes after the last of {count} records")
+    return (windows[0] if len(windows) == 1 else _concat(windows)), taken
+
+
+def _walk_all(raw: bytes, pos: int, n: int, begins: list[int]) -> int:
+    """Append to ``begins`` where each of the next ``n`` records begins, from ``pos``; ``raw`` holds every
+    byte the records may take.  Only the chain of record lengths is read here (in Python, the minimum per
+    record): their values are checked with the rest of the window's fields; the position returned is past
+    ``raw``'s end if a record is."""
+    append = begins.append
+    for _ in range(n):
+        append(pos)
+        v = raw[pos]
+        if v < 0x80:
+            pos += 1 + ((v >> 1) ^ -(v & 1))
+        elif raw[pos + 1] < 0x80:  # records of 64 to 8191 bytes: two bytes
+            v = (v & 0x7F) | (raw[pos + 1] << 7)
+            pos += 2 + ((v >> 1) ^ -(v & 1))
+        else:
+            rec_len, after = _varint(raw, pos)
+            pos = after + rec_len
+        if pos < 0:
+            raise _corrupt(f"a negative record length before byte {pos}")
+    return pos
+
+
+def _walk(raw: bytes, pos: int, n: int, begins: list[int], stop: int) -> int:
+    """:func:`_walk_all` where more records may follow what is decompressed so far: stops before a record
+    that does not lie wholly in ``raw`` and at byte ``stop``."""
+    end = len(raw)
+    append = begins.append
+    try:
+        for _ in range(n):
+            if pos >= stop:
+                break
+            v = raw[pos]
+            if v < 0x80:
+                nxt = pos + 1 + ((v >> 1) ^ -(v & 1))
+            elif raw[pos + 1] < 0x80:
+                v = (v & 0x7F) | (raw[pos + 1] << 7)
+                nxt = pos + 2 + ((v >> 1) ^ -(v & 1))
+            else:
+                rec_len, after = _varint(raw, pos)
+                nxt = after + rec_len
+            if nxt > end or nxt <= pos:
+                if nxt <= pos:
+                    raise _corrupt(f"a negative record length at byte {pos}")
+                break
+            append(pos)
+            pos = nxt
+    except IndexError:  # a record length cut by the end of what is decompressed so far
+        pass
+    return pos
+
+
+def _decode_window(raw: bytes, begins: list[int], first_delta: int, base_ts: int) -> tuple:
+    """The records beginning at ``begins`` of ``raw`` (which they fill), the first with offset delta
+    ``first_delta``, as columns: offset deltas, timestamps, keys, values, headers (None if none has any)."""
+    cols = _decode_columns(raw, begins, first_delta, base_ts)
+    if cols is not None:
+        return cols
+    lists = _Lists([], [], [], [], [])  # records with headers: the per-record decoder
+    _decode_records(raw, len(begins), base_ts, first_delta, lists)
+    try:
+        stamps = np.array(lists.timestamps, np.int64)  # Python ints: base + delta may exceed 64 bits
+    except OverflowError:
+        raise _corrupt(_TIMESTAMP_OVERFLOW) from None
+    return (np.array(lists.offset_deltas, np.int64), stamps,
+            pa.array(lists.keys, pa.binary()), pa.array(lists.values, pa.binary()),
+            pa.array([None if h is None else [{"key": k, "value": v} for k, v in h] for h in lists.headers],
+                     HEADER_TYPE) if any(h is not None for h in lists.headers) else None)
+
+
+def _concat(windows: list[tuple]) -> tuple:
+    """The columns of consecutive windows as one."""
+    headers = None
+    if any(w[4] is not None for w in windows):
+        headers = pa.concat_arrays([w[4] if w[4] is not None else pa.nulls(len(w[0]), HEADER_TYPE)
+                                    for w in windows])
+    return (np.concatenate([w[0] for w in windows]), np.concatenate([w[1] for w in windows]),
+            pa.concat_arrays([w[2] for w in windows]), pa.concat_arrays([w[3] for w in windows]), headers)
 
 
 _U7 = np.uint64(0x7F)
@@ -221,28 +365,11 @@ def _gather(buf: np.ndarray, n: int, starts: np.ndarray, lengths: np.ndarray) ->
                                                           pa.py_buffer(data)], null_count=nulls)
 
 
-def _decode_columns(raw: bytes, count: int, base_ts: int, last_delta: int):
-    """The records as columns, every field of every record decoded at once with numpy; None if a record has
-    headers (the per-record decoder handles those).  Only the chain of record lengths is walked in Python."""
+def _decode_columns(raw: bytes, begins: list[int], first_delta: int, base_ts: int):
+    """The records beginning at ``begins`` as columns, every field of every record decoded at once with numpy;
+    None if a record has headers (the per-record decoder handles those)."""
     n = len(raw)
-    begins = []
-    append = begins.append
-    pos = 0
-    for _ in range(count):  # the minimum per record in Python: where the next record begins
-        append(pos)
-        v = raw[pos]
-        if v < 0x80:
-            pos += 1 + ((v >> 1) ^ -(v & 1))
-        elif raw[pos + 1] < 0x80:  # records of 64 to 8191 bytes: two bytes
-            v = (v & 0x7F) | (raw[pos + 1] << 7)
-            pos += 2 + ((v >> 1) ^ -(v & 1))
-        else:
-            rec_len, after = _varint(raw, pos)
-            pos = after + rec_len
-        if pos < 0:
-            raise _corrupt(f"a negative record length before byte {pos}")
-    if pos != n:
-        raise _corrupt(f"records end at byte {pos} of {n}")
+    count = len(begins)
     buf = np.frombuffer(raw + bytes(16), np.uint8)
     b = np.array(begins, np.int64)
     rec_len, p = _varints(buf, b, np.full(count, n, np.int64), "record length")
@@ -255,9 +382,10 @@ def _decode_columns(raw: bytes, count: int, base_ts: int, last_delta: int):
     if (ts_delta < _I64_MIN - min(base_ts, 0)).any() or (ts_delta > _I64_MAX - max(base_ts, 0)).any():
         raise _corrupt(_TIMESTAMP_OVERFLOW)
     off_delta, p = _varints(buf, p, e, "offset delta")
-    # every delta within [0, last_delta] first, so that np.diff cannot wrap
-    if ((off_delta < 0) | (off_delta > last_delta)).any() or (count > 1 and (np.diff(off_delta) <= 0).any()):
-        raise _corrupt(f"offset deltas are not increasing within [0, {last_delta}]")
+    wrong = np.flatnonzero(off_delta != np.arange(first_delta, first_delta + count))
+    if len(wrong):
+        i = int(wrong[0])
+        raise _corrupt(f"record {first_delta + i} has offset delta {int(off_delta[i])}")
     klen, p = _varints(buf, p, e, "key length")
     if (klen < -1).any():
         raise _corrupt("a key length below -1")
@@ -281,8 +409,9 @@ def _decode_columns(raw: bytes, count: int, base_ts: int, last_delta: int):
     return off_delta, ts_delta + base_ts, keys, _gather(buf, n, vstart, vlen), None
 
 
-def _decode_records(b: bytes, count: int, base_ts: int, last_delta: int, batch: _Lists) -> int:
-    """Append ``count`` records from ``b`` to ``batch``'s lists; returns the end position.
+def _decode_records(b: bytes, count: int, base_ts: int, first_delta: int, batch: _Lists) -> int:
+    """Append ``count`` records from ``b`` to ``batch``'s lists, the first with offset delta ``first_delta``;
+    returns the end position.
 
     Varints are inlined with a one-byte fast path: almost every varint of a record (lengths under 64,
     deltas under 64, no headers) is one byte, and a call per varint was most of the decode time."""
@@ -290,8 +419,7 @@ def _decode_records(b: bytes, count: int, base_ts: int, last_delta: int, batch: 
     pos = 0
     offset_deltas, timestamps, keys, values = batch.offset_deltas, batch.timestamps, batch.keys, batch.values
     headers_col = batch.headers
-    prev_delta = -1
-    for _ in range(count):
+    for expected in range(first_delta, first_delta + count):
         # record length
         v = b[pos]
         if v < 0x80:
@@ -315,9 +443,8 @@ def _decode_records(b: bytes, count: int, base_ts: int, last_delta: int, batch: 
             off_delta = (v >> 1) ^ -(v & 1)
         else:
             off_delta, pos = _varint(b, pos)
-        if off_delta <= prev_delta or off_delta > last_delta:
-            raise _corrupt(f"offset delta {off_delta} after {prev_delta} (last offset delta {last_delta})")
-        prev_delta = off_delta
+        if off_delta != expected:
+            raise _corrupt(f"record {expected} has offset delta {off_delta}")
         v = b[pos]
         if v < 0x80:
             pos += 1
@@ -533,24 +660,54 @@ def _scatter(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.
     out[:n][np.repeat(flags, runs)] = data
 
 
+def _column_fields(base_offset: int, base_ts: int, offsets: np.ndarray, timestamps: np.ndarray, keys: pa.Array,
+                   values: pa.Array):
+    """Every field of every record of :func:`encode_columns`, zigzag-encoded with its varint size, and each
+    record's body size."""
+    ts = _zigzag_sizes(timestamps - base_ts)
+    od = _zigzag_sizes(offsets - base_offset)
+    klen, kdata = _binary_parts(keys)
+    vlen, vdata = _binary_parts(values)
+    kl = _zigzag_sizes(klen)
+    vl = _zigzag_sizes(vlen)
+    body = 1 + ts[1] + od[1] + kl[1] + np.maximum(klen, 0) + vl[1] + np.maximum(vlen, 0) + 1
+    return ts, od, (klen, kdata, *kl), (vlen, vdata, *vl), body, _zigzag_sizes(body)
+
+
 def encode_columns(*, base_offset: int, offsets: np.ndarray, timestamps: np.ndarray, keys: pa.Array,
                    values: pa.Array, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                    log_append_time: bool = False, partition_leader_epoch: int = 0) -> bytes:
     """An uncompressed batch of records without headers, every record encoded at once with numpy: the same
     bytes :func:`encode_batch` writes (offsets absolute and ascending; timestamps in epoch ms)."""
-    n = len(offsets)
-    if n == 0:
+    if len(offsets) == 0:
         raise InvalidRecord("a record batch needs at least one record")
-    base_ts, max_ts = int(timestamps.min()), int(timestamps.max())
-    ts_zz, ts_size = _zigzag_sizes(timestamps - base_ts)
-    od_zz, od_size = _zigzag_sizes(offsets - base_offset)
-    klen, kdata = _binary_parts(keys)
-    vlen, vdata = _binary_parts(values)
-    kl_zz, kl_size = _zigzag_sizes(klen)
-    vl_zz, vl_size = _zigzag_sizes(vlen)
-    body = 1 + ts_size + od_size + kl_size + np.maximum(klen, 0) + vl_size + np.maximum(vlen, 0) + 1
-    len_zz, len_size = _zigzag_sizes(body)
+    return encode_columns_within(None, base_offset=base_offset, offsets=offsets, timestamps=timestamps, keys=keys,
+                                 values=values, producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=base_sequence, log_append_time=log_append_time,
+                                 partition_leader_epoch=partition_leader_epoch)[0]
+
+
+def encode_columns_within(max_bytes: int | None, *, base_offset: int, offsets: np.ndarray, timestamps: np.ndarray,
+                          keys: pa.Array, values: pa.Array, producer_id: int = -1, producer_epoch: int = -1,
+                          base_sequence: int = -1, log_append_time: bool = False,
+                          partition_leader_epoch: int = 0) -> tuple[bytes, int]:
+    """(batch, records in it): :func:`encode_columns` of the longest prefix of the records whose batch takes at
+    most ``max_bytes`` (None: all of them); (b"", 0) if not even the first fits.  The fields are encoded once,
+    against the base timestamp of all the records (a prefix's deltas are then never negative)."""
+    base_ts = int(timestamps.min())
+    (ts_zz, ts_size), (od_zz, od_size), (klen, kdata, kl_zz, kl_size), (vlen, vdata, vl_zz, vl_size), body, \
+        (len_zz, len_size) = _column_fields(base_offset, base_ts, offsets, timestamps, keys, values)
     total = len_size + body
+    n = len(offsets)
+    if max_bytes is not None and HEADER_SIZE + int(total.sum()) > max_bytes:
+        n = int(np.searchsorted(np.cumsum(total), max_bytes - HEADER_SIZE, side="right"))
+        if n == 0:
+            return b"", 0
+        kdata = kdata[:int(np.maximum(klen[:n], 0).sum())]
+        vdata = vdata[:int(np.maximum(vlen[:n], 0).sum())]
+        ts_zz, ts_size, od_zz, od_size, klen, kl_zz, kl_size, vlen, vl_zz, vl_size, len_zz, len_size, total = (
+            a[:n] for a in (ts_zz, ts_size, od_zz, od_size, klen, kl_zz, kl_size, vlen, vl_zz, vl_size, len_zz,
+                            len_size, total))
     starts = np.zeros(n, np.int64)
     np.cumsum(total[:-1], out=starts[1:])
     size = int(total.sum())
@@ -569,7 +726,8 @@ def encode_columns(*, base_offset: int, offsets: np.ndarray, timestamps: np.ndar
     p = p + vl_size
     _scatter(out, p, vlen, vdata, size)
     attributes = TIMESTAMP_TYPE_BIT if log_append_time else 0
-    tail = struct.pack(">hiqqqhii", attributes, int(offsets[-1] - base_offset), base_ts, max_ts, producer_id,
+    max_ts = int(timestamps[:n].max())
+    tail = struct.pack(">hiqqqhii", attributes, int(offsets[n - 1] - base_offset), base_ts, max_ts, producer_id,
                        producer_epoch, base_sequence, n) + out.tobytes()
     crc = crc32c(tail)
-    return struct.pack(">qiibI", base_offset, len(tail) + 9, partition_leader_epoch, MAGIC, crc) + tail
+    return struct.pack(">qiibI", base_offset, len(tail) + 9, partition_leader_epoch, MAGIC, crc) + tail, n

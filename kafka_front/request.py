@@ -22,6 +22,7 @@ class Request:
     body: Any
     previous: asyncio.Event | None = None
     passed: asyncio.Event = field(default_factory=asyncio.Event)
+    size: int = 0  # the request's bytes on the wire (its frame), charged to producer byte-rate quotas
 
     def in_order(self) -> "_InOrder":
         return _InOrder(self)

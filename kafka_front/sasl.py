@@ -1,14 +1,20 @@
 """SASL for the Kafka listener: PLAIN and SCRAM-SHA-256/512 (RFC 5802, KIP-84), pure state machines.
 
 Principals and ACLs are the HTTP front's (``--auth-file``): a user ``alice``
-authenticates as ``User:alice``.  Credentials come from two places:
+authenticates as ``User:alice``.  Credentials:
 
-* the SASL file (``lakelog serve --sasl-file``), JSON
-  ``{"users": [{"name": "alice", "password": "..."}]}``: PLAIN and both SCRAMs
-  (SCRAM keys are derived at load with a random salt, 4096 iterations);
-* the auth file's bearer tokens, for PLAIN only: username ``alice`` with
-  password = a token of ``User:alice`` (the token is checked by the HTTP
-  front's :class:`~api.auth.Authorizer`, which keeps only its hash).
+* PLAIN: the SASL file (``lakelog serve --sasl-file``, JSON
+  ``{"users": [{"name": "alice", "password": "..."}]}``), or username ``alice``
+  with a bearer token of ``User:alice`` from the auth file as the password (the
+  token is checked by the HTTP front's :class:`~lakelog.broker.authorizer.Authorizer`, which
+  keeps only its hash);
+* SCRAM: the root's SCRAM credentials (Kafka's AlterUserScramCredentials,
+  ``kafka-configs --entity-type users --add-config SCRAM-SHA-256=[...]``), which
+  every front of the root uses.  A front started with a SASL file seeds them
+  with its users (4096 iterations, a random salt) the first time it sees each
+  user and mechanism; after that the root's credential is the one in force, so
+  a password changed or deleted through the API stays so.  Without a root
+  (a bare :class:`Credentials`) the file's users are used directly.
 """
 
 from __future__ import annotations
@@ -18,41 +24,37 @@ import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Mapping
 
 from lakelog.errors import InvalidConfig, SaslAuthenticationFailed, UnsupportedSaslMechanism
+from lakelog.security.scram import HASHES as _HASH, SCRAM_256, SCRAM_512, ScramCredential, derive
 
-PLAIN, SCRAM_256, SCRAM_512 = "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"
+PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, SCRAM_256, SCRAM_512)
-_HASH = {SCRAM_256: hashlib.sha256, SCRAM_512: hashlib.sha512}
 ITERATIONS = 4096
+ScramKeys = ScramCredential
 
 
-@dataclass(frozen=True)
-class ScramKeys:
-    salt: bytes
-    iterations: int
-    stored_key: bytes
-    server_key: bytes
-
-
-def scram_keys(mechanism: str, password: str, salt: bytes, iterations: int = ITERATIONS) -> ScramKeys:
-    h = _HASH[mechanism]
-    salted = hashlib.pbkdf2_hmac(h().name, password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", h).digest()
-    return ScramKeys(salt, iterations, h(client_key).digest(), hmac.new(salted, b"Server Key", h).digest())
+def scram_keys(mechanism: str, password: str, salt: bytes, iterations: int = ITERATIONS) -> ScramCredential:
+    return derive(mechanism, password, salt, iterations)
 
 
 class Credentials:
-    """Users of the SASL file: name -> password hash (PLAIN) and SCRAM keys per mechanism.  Immutable."""
+    """PLAIN passwords of the SASL file (hashed), and the SCRAM credentials in force: ``scram_source()`` (the
+    root's, ``(user, mechanism) -> credential``) when given, else keys derived from the file's passwords."""
 
-    def __init__(self, passwords: dict[str, str] | None = None) -> None:
-        self._plain = {u: hashlib.sha256(p.encode()).digest() for u, p in (passwords or {}).items()}
-        self._scram = {(m, u): scram_keys(m, p, os.urandom(16)) for u, p in (passwords or {}).items() for m in _HASH}
+    def __init__(self, passwords: dict[str, str] | None = None, *,
+                 scram_source: Callable[[], Mapping[tuple[str, str], ScramCredential]] | None = None) -> None:
+        self.passwords = dict(passwords or {})
+        self._plain = {u: hashlib.sha256(p.encode()).digest() for u, p in self.passwords.items()}
+        self._scram_source = scram_source
+        self._scram = {} if scram_source is not None else {
+            (u, m): scram_keys(m, p, os.urandom(16)) for u, p in self.passwords.items() for m in _HASH}
 
-    @classmethod
-    def from_file(cls, path: str) -> "Credentials":
+    @staticmethod
+    def read_file(path: str) -> dict[str, str]:
+        """The SASL file's users: name -> password; ``INVALID_CONFIG`` naming the problem."""
         try:
             doc = json.loads(Path(path).read_text())
             users = {u["name"]: u["password"] for u in doc["users"]}
@@ -61,14 +63,20 @@ class Credentials:
                                 f"{e}") from None
         if not all(isinstance(u, str) and u and isinstance(p, str) and p for u, p in users.items()):
             raise InvalidConfig(f"SASL file {path}: every user needs a non-empty name and password")
-        return cls(users)
+        return users
+
+    @classmethod
+    def from_file(cls, path: str) -> "Credentials":
+        return cls(cls.read_file(path))
 
     def check_plain(self, user: str, password: str) -> bool:
         known = self._plain.get(user)
         return known is not None and hmac.compare_digest(known, hashlib.sha256(password.encode()).digest())
 
-    def scram(self, mechanism: str, user: str) -> ScramKeys | None:
-        return self._scram.get((mechanism, user))
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
+        if self._scram_source is not None:
+            return self._scram_source().get((user, mechanism))
+        return self._scram.get((user, mechanism))
 
 
 def parse_plain(message: bytes) -> tuple[str, str]:

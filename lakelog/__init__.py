@@ -16,7 +16,7 @@ _EXPORTS = {
     "StorageRoot": "lakelog.storage.storage_root",
     "TOPIC_CONFIGS": "lakelog.storage.topic_config", "TopicConfig": "lakelog.storage.topic_config",
     "RecordAccumulator": "lakelog.writer.accumulator",
-    "AppendResult": "lakelog.writer.committer", "PartitionBatch": "lakelog.writer.committer",
+    "AppendResult": "lakelog.writer.records", "PartitionBatch": "lakelog.writer.records",
 }
 
 

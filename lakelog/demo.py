@@ -274,7 +274,7 @@ def consumer_group(demo: Demo) -> None:
                 time.sleep(0.05)
             time.sleep(1.0)  # let both settle and auto-commit
         """)
-        demo.shell(f"lakelog groups describe dashboard --bootstrap {url}   # the coordinator's live view")
+        demo.shell(f"lakelog groups describe dashboard --url {url}   # the coordinator's live view")
         demo.python("""
             stop.set()
             for t in threads:

@@ -3,14 +3,14 @@
 Every failure lakelog reports to a user is a :class:`KafkaError` subclass, so
 the HTTP front, the CLI and the Spark source can map it uniformly.  Codes and
 names are Kafka's (``org.apache.kafka.common.protocol.Errors``).  Look one up
-by code with :func:`error_for_code`.
+by code with :func:`error_for_code`.  A failing store becomes ``KAFKA_STORAGE_ERROR``
+through :mod:`lakelog.storage.storage_failure`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
+
 
 class KafkaError(Exception):
     """Base of lakelog's errors; ``code``/``name`` are Kafka's, ``retriable`` says whether a retry may succeed."""
@@ -184,6 +184,13 @@ class KafkaStorageError(KafkaError):
     """The object store failed; the request may be retried."""
 
     code, name, retriable = 56, "KAFKA_STORAGE_ERROR", True
+
+
+class PolicyViolation(KafkaError):
+    """The request is refused by the topic's configured policy (DeleteRecords on a topic without ``delete`` in its
+    ``cleanup.policy``)."""
+
+    code, name = 44, "POLICY_VIOLATION"
 
 
 class UnknownProducerId(KafkaError):
@@ -394,22 +401,83 @@ class GroupSubscribedToTopic(KafkaError):
     code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
 
 
+class GroupMaxSizeReached(KafkaError):
+    """The group already has ``group.max.size`` (classic) or ``group.consumer.max.size`` members."""
+
+    code, name = 81, "GROUP_MAX_SIZE_REACHED"
+
+
+class FencedMemberEpoch(KafkaError):
+    """A consumer-group member's epoch is not the coordinator's: it must give up its partitions and rejoin."""
+
+    code, name = 110, "FENCED_MEMBER_EPOCH"
+
+
+class UnreleasedInstanceId(KafkaError):
+    """A static member's ``group.instance.id`` is still held by a member that did not leave."""
+
+    code, name = 111, "UNRELEASED_INSTANCE_ID"
+
+
+class InvalidRegularExpression(KafkaError):
+    """A consumer-group member's ``SubscribedTopicRegex`` does not compile."""
+
+    code, name = 128, "INVALID_REGULAR_EXPRESSION"
+
+
+class UnsupportedAssignor(KafkaError):
+    """The server-side assignor a consumer-group member asked for is not one of ``group.consumer.assignors``."""
+
+    code, name = 112, "UNSUPPORTED_ASSIGNOR"
+
+
+class StaleMemberEpoch(KafkaError):
+    """An offset commit names an older epoch of a consumer-group member."""
+
+    code, name = 113, "STALE_MEMBER_EPOCH"
+
+
+class InvalidReplicaAssignment(KafkaError):
+    """A manual replica assignment names a broker that does not exist, twice, or inconsistently."""
+
+    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+class SecurityDisabled(KafkaError):
+    """An ACL request to a front without an authorizer (no ``--auth-file``)."""
+
+    code, name = 54, "SECURITY_DISABLED"
+
+
+class ResourceNotFound(KafkaError):
+    """The SCRAM credential (or other resource) named does not exist."""
+
+    code, name = 91, "RESOURCE_NOT_FOUND"
+
+
+class DuplicateResource(KafkaError):
+    """The same resource appears twice in one request."""
+
+    code, name = 92, "DUPLICATE_RESOURCE"
+
+
+class UnacceptableCredential(KafkaError):
+    """A SCRAM credential Kafka would not store (empty user name, too few or too many iterations)."""
+
+    code, name = 93, "UNACCEPTABLE_CREDENTIAL"
+
+
+class MismatchedEndpointType(KafkaError):
+    """DescribeCluster asked a broker endpoint for controllers."""
+
+    code, name = 114, "MISMATCHED_ENDPOINT_TYPE"
+
+
+class UnsupportedEndpointType(KafkaError):
+    """DescribeCluster named an endpoint type that does not exist."""
+
+    code, name = 115, "UNSUPPORTED_ENDPOINT_TYPE"
+
+
 # Every error class of this module by its code (one class per code), built once all are defined.
 _BY_CODE: dict[int, type[KafkaError]] = {c.code: c for c in _all_subclasses(KafkaError)}
-
-
-def is_storage_failure(e: BaseException) -> bool:
-    """The store failed (I/O, network, permissions, a full or read-only disk, delta-rs I/O)."""
-    if isinstance(e, OSError):
-        return True
-    deltalake = sys.modules.get("deltalake")
-    return (deltalake is not None and isinstance(e, deltalake.exceptions.DeltaError)
-            and not isinstance(e, deltalake.exceptions.TableNotFoundError))  # a missing table is no store failure
-
-
-def storage_error(e: BaseException) -> KafkaStorageError:
-    """A storage failure as Kafka's retriable ``KAFKA_STORAGE_ERROR``, its message naming the failure but no
-    path, so it may be shown to a remote client (``No space left on device``, ``Read-only file system``)."""
-    errno = getattr(e, "errno", None)
-    reason = os.strerror(errno) if isinstance(errno, int) and errno > 0 else type(e).__name__
-    return KafkaStorageError(f"the storage failed: {reason}")

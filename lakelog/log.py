@@ -9,7 +9,10 @@
 Thread-safe: appends to one topic are serialised through that topic's
 :class:`~lakelog.writer.committer.Committer` (one lock per topic); different
 topics and reads proceed in parallel.  Several processes may share a root: the
-commit protocol fences them (see :mod:`lakelog.writer.committer`).
+commit protocol fences them (see :mod:`lakelog.writer.committer`).  Several fronts sharing a root give their Log
+what it works with -- a :class:`LeaseView` of the fronts and their partition leases, a
+:class:`~lakelog.writer.committer_front.Forwarder` for commits handed to a topic's committer front -- when they
+build it.
 """
 
 from __future__ import annotations
@@ -19,28 +22,31 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.storage.catalog import Catalog, TopicDescription, describe_snapshot
+from lakelog.storage.catalog import Catalog, TopicDescription, altered_configuration, describe_snapshot
 from lakelog.errors import KafkaError, RequestTimedOut, UnknownTopicOrPartition
-from lakelog.writer.partitioner import StickyPartitioner, partitions_for_keys
+from lakelog.writer.partitioner import StickyPartitioner, partition_batches
+from lakelog.storage.orphan_files import delete_quietly
 from lakelog.storage.producer_ids import ProducerIdentity, ProducerRegistry
 from lakelog.reader.log_reader import FetchResult, fetch, offset_for_timestamp, resolve_offset
+from lakelog.schema_registry.schema_registry import SchemaRegistry
 from lakelog.storage.segment_index import Segment
 from lakelog.storage.partition_lease import Lease, check_node_id, lease_app, unpack
 from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.topic_config import ConfigOp
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
 from lakelog.storage.delta_log import commit_path, encode_actions, file_exists
-from lakelog.storage.topic_snapshot import (COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, load_snapshot,
-                                            lso_app)
+from lakelog.storage.topic_snapshot import COMMIT_ID_KEY, OPERATION_KEY, TopicSnapshot, advance, lso_app
 from lakelog.writer.accumulator import DEFAULT_BUFFER_MEMORY, OBJECT_STORE_BUFFER_MEMORY, RecordAccumulator
-from lakelog.writer.committer import AppendResult, Committer, PartitionBatch
-from lakelog.writer.records import normalize_records
-from lakelog.writer.segment_writer import delete_quietly
+from lakelog.writer.commit_pipeline import StagesListener
+from lakelog.writer.committer import Committer
+from lakelog.writer.committer_front import Forwarder
+from lakelog.writer.records import AppendResult, PartitionBatch, normalize_records
 
 
 #: How long an admin commit (alter, delete-records) keeps re-planning after other processes' commits took its
@@ -48,30 +54,41 @@ from lakelog.writer.segment_writer import delete_quietly
 ADMIN_COMMIT_TIMEOUT_S = 30.0
 
 
+class LeaseView(Protocol):
+    """This front's view of the fronts sharing the root and their partition leases (lakelog/cluster/)."""
+
+    def locate(self, node_id: int) -> tuple[str, str | None]:
+        """How errors name front ``node_id`` (with its addresses while it is live), and its HTTP URL or None."""
+
+    def new_partitions(self, log: "Log", topic: str) -> None:
+        """``log`` just created ``topic`` or added partitions to it: take this front's share of their leases
+        before the call returns (as Kafka's controller elects a new topic's leaders as it creates it)."""
+
+
 class Log:
     """All topics under one storage root."""
 
     def __init__(self, root: str | StorageRoot | None = None, *, storage_options: Mapping[str, str] | None = None,
-                 node_id: int | None = None):
+                 node_id: int | None = None, leases: LeaseView | None = None, forwarder: Forwarder | None = None,
+                 on_commit_stages: StagesListener | None = None):
         """``node_id``: this process's Kafka node id when several fronts share the root; it then appends only
-        to partitions whose lease it holds (:meth:`take_lease`, storage/partition_lease.py)."""
+        to partitions whose lease it holds (:meth:`take_lease`, storage/partition_lease.py), as ``leases``
+        deals them, and hands its commits to each topic's committer front through ``forwarder`` (None: a lone
+        writer).
+
+        ``on_commit_stages(topic, {stage: seconds})``, for metrics: this Log's accumulators (:meth:`accumulator`)
+        report each group's wait to be taken ("queue"); each pipelined group commit that landed (object stores)
+        how long its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"),
+        and its commit PUT ("commit") or the round trip to the committer front ("handoff") took."""
         self.root = StorageRoot.resolve(root, storage_options)
         self.node_id = None if node_id is None else check_node_id(node_id)
-        #: node id -> (how errors name that front, with its addresses; its HTTP URL or None); set by the lease keeper
-        self.locate_node: Callable[[int], tuple[str, str | None]] | None = None
-        #: hands commits to each topic's committer front (lakelog/cluster/commit_forwarder.py); set by the
-        #: front before any topic is written, None for a lone writer
-        self.forwarder = None
-        #: ``(topic, {stage: seconds})`` for metrics; set by the front. Its accumulators (:meth:`accumulator`)
-        #: report each group's wait to be taken ("queue"); each pipelined group commit that landed (object stores)
-        #: how long its segments took to upload ("upload"), it then waited for the commit ahead ("commit_wait"),
-        #: and its commit PUT ("commit") or the round trip to the committer front ("handoff") took
-        self.on_commit_stages: Callable[[str, dict[str, float]], None] | None = None
-        #: called with a topic's name once this Log created it or added partitions to it; set by the lease
-        #: keeper, which takes this front's share of their leases before the call returns
-        self.on_new_partitions: Callable[[str], None] | None = None
+        self._leases = leases
+        self._forwarder = forwarder
+        self._on_commit_stages = on_commit_stages
         self.catalog = Catalog(self.root)
         self.registry = ProducerRegistry(self.root)
+        #: the Schema Registry (subjects, versions, ids in ``_schemas``), which typed topics validate against
+        self.schemas = SchemaRegistry(self)
         self.sticky = StickyPartitioner()
         self._lock = threading.Lock()
         self._committers: dict[str, tuple[threading.Lock, Committer | None]] = {}
@@ -82,8 +99,8 @@ class Log:
         """Create a topic (a new incarnation, with a new topic id, if the name was deleted)."""
         description = self.catalog.create(name, partitions, dict(configs or {}))
         self._forget(name)
-        if self.on_new_partitions is not None:
-            self.on_new_partitions(name)
+        if self._leases is not None:
+            self._leases.new_partitions(self, name)
         return description
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
@@ -101,22 +118,25 @@ class Log:
         return describe_snapshot(self.snapshot(name))
 
     def alter_topic(self, name: str, configs: Mapping[str, object] | None = None,
-                    partitions: int | None = None) -> TopicDescription:
-        """Set configs and/or increase the partition count (``INVALID_PARTITIONS`` on a decrease).
+                    partitions: int | None = None, ops: Sequence[ConfigOp] = ()) -> TopicDescription:
+        """Set configs (None: back to the default), apply IncrementalAlterConfigs ``ops`` and/or increase the
+        partition count (``INVALID_PARTITIONS`` on a decrease).
 
         An open writer sees the change at its next commit (it conflicts with this one) and validates again.
         """
         configs = dict(configs) if configs is not None else None
-        Catalog.plan_alter(self.snapshot(name), configs, partitions)  # refuse bad input before any storage work
+        Catalog.plan_alter(self.snapshot(name), configs, partitions, ops)  # refuse bad input before storage work
         base = table_metadata(self.root, name)
 
         def actions(snap: TopicSnapshot) -> list[dict]:
-            props = Catalog.plan_alter(snap, configs, partitions)
-            return [{"metaData": {**base, "configuration": {**snap.configuration, **props}}}] if props else []
+            props = Catalog.plan_alter(snap, configs, partitions, ops)
+            configuration = altered_configuration(snap.configuration, props)
+            schema = {"schemaString": snap.schema_string} if snap.schema_string else {}  # as typed columns widened it
+            return [{"metaData": {**base, **schema, "configuration": configuration}}] if props else []
 
         description = describe_snapshot(self._admin_commit(name, "alter", "SET TBLPROPERTIES", actions))
-        if partitions is not None and self.on_new_partitions is not None:
-            self.on_new_partitions(name)
+        if partitions is not None and self._leases is not None:
+            self._leases.new_partitions(self, name)
         return description
 
     def delete_topic(self, name: str) -> None:
@@ -212,9 +232,9 @@ class Log:
 
     def open_writer(self, topic: str) -> bool:
         """Open the topic's writer now rather than at its first append; False if it was open already. Opening
-        reads the table (its snapshot, the Delta log since the checkpoint): under S3 Standard latency a fresh
-        front's first produce took 502 ms with it and 168 ms without (by hand), which a front now spends when it
-        leads a partition, not in a producer's first request.
+        reads the table (its snapshot, the Delta log since the checkpoint), several round trips at object-store
+        latency, which a front spends when it comes to lead a partition (as a Kafka broker loads the logs it
+        leads) rather than in a producer's first request (docs/architecture.md, "Several fronts").
         """
         lock, committer = self._committer(topic)
         if committer is not None:
@@ -231,15 +251,12 @@ class Log:
             # Internal topics (__consumer_offsets) are not leased: each group's coordinator front writes them.
             leased = not is_internal(topic)
             committer = Committer(self.root, topic, self.registry, self.node_id if leased else None,
-                                  self.locate_node, lock, self.forwarder if leased else None,
-                                  on_stages=self._commit_stages)
+                                  self._leases.locate if self._leases is not None else None, lock,
+                                  self._forwarder if leased else None, on_stages=self._on_commit_stages,
+                                  schemas=self.schemas)
             with self._lock:
                 self._committers[topic] = (lock, committer)
         return committer
-
-    def _commit_stages(self, topic: str, stages: dict[str, float]) -> None:
-        if self.on_commit_stages is not None:
-            self.on_commit_stages(topic, stages)
 
     def _append_locked(self, topic: str, lock: threading.Lock, batches: list[PartitionBatch]):
         committer = self._open_committer(topic, lock)
@@ -314,7 +331,7 @@ class Log:
             kwargs["buffer_memory"] = DEFAULT_BUFFER_MEMORY if self.root.is_local else OBJECT_STORE_BUFFER_MEMORY
         if not self.root.is_local and kwargs.get("max_commit_bytes") is None:
             kwargs["max_commit_bytes"] = kwargs["buffer_memory"] // 2
-        kwargs.setdefault("on_stages", self._commit_stages)
+        kwargs.setdefault("on_stages", self._on_commit_stages)
         # LAKELOG_PIPELINE_COMMITS=0: one group commit at a time (fewer, larger objects; see docs/storage.md)
         pipelined = os.environ.get("LAKELOG_PIPELINE_COMMITS", "1") != "0"
         return RecordAccumulator(self.append_batches, append_pipelined=self.append_pipelined if pipelined else None,
@@ -324,13 +341,17 @@ class Log:
         """Kafka's DeleteRecords: move the log start offset up to ``before_offset``; returns the new one.
 
         ``-1`` means the high watermark.  Segments wholly below it are removed by
-        the next retention run; reads below it fail with ``OFFSET_OUT_OF_RANGE`` at once.
+        the next retention run; reads below it fail with ``OFFSET_OUT_OF_RANGE`` at once.  As in Kafka, a topic
+        whose ``cleanup.policy`` lacks ``delete`` (compact only) refuses it with ``POLICY_VIOLATION``.
         """
-        from lakelog.errors import OffsetOutOfRange
+        from lakelog.errors import OffsetOutOfRange, PolicyViolation
 
         def actions(snap: TopicSnapshot) -> list[dict]:
             if not 0 <= partition < snap.partition_count:
                 raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist")
+            if "delete" not in snap.config.cleanup_policy:
+                raise PolicyViolation(f"Records of partition {topic}-{partition} can not be deleted due to the "
+                                      f"configured policy")
             hw = snap.high_watermark(partition)
             target = hw if before_offset == -1 else before_offset
             if target < 0 or target > hw:
@@ -405,8 +426,9 @@ class Log:
 
     # -- consume ------------------------------------------------------------------------------
     def fetch(self, topic: str, partition: int, offset: int, *, max_records: int | None = None,
-              max_bytes: int | None = None) -> FetchResult:
-        return fetch(self.root, self.snapshot(topic), partition, offset, max_records=max_records, max_bytes=max_bytes)
+              max_bytes: int | None = None, record_overhead: int = 0) -> FetchResult:
+        return fetch(self.root, self.snapshot(topic), partition, offset, max_records=max_records, max_bytes=max_bytes,
+                     record_overhead=record_overhead)
 
     def read(self, topic: str, partition: int, start: int | str = "earliest", end: int | str = "latest") -> pa.Table:
         """Every committed record of a partition with start <= offset < end."""
@@ -449,42 +471,3 @@ class Log:
             with lock:  # its pipelined commits move on under this lock
                 c.close()
 
-
-def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
-                      explicit: list | None = None, switch_bytes: int | None = None) -> list[PartitionBatch]:
-    """Split a table of :data:`~lakelog.storage.record_schema.INPUT_SCHEMA` into partition batches, Kafka's way.
-
-    ``explicit`` gives a partition per record (None entries fall through); then
-    murmur2(key); null-key records go to the topic's sticky partition, which
-    moves on after this call (the call is one batch: Kafka's legacy rule) or,
-    with ``switch_bytes`` (an accumulator's ``batch.size``), once that many bytes
-    went to it (KIP-794), so the many small appends of one linger window fill one
-    partition's segment.  Batches come in partition order.
-    """
-    return split_records(sticky, topic, table, num_partitions, explicit=explicit, switch_bytes=switch_bytes)[0]
-
-
-def split_records(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
-                  explicit: list | None = None,
-                  switch_bytes: int | None = None) -> tuple[list[PartitionBatch], pa.Array | None]:
-    """:func:`partition_batches`, plus each record's partition (an int32 array in record order), or None when
-    every record went to the one batch returned; within a batch, records keep their order."""
-    keys = table.column("key")
-    current = sticky.partition(topic, num_partitions)
-    parts = None
-    if explicit is None and keys.null_count == len(keys):
-        out = [PartitionBatch(current, table)]
-    else:
-        by_key = partitions_for_keys(keys.to_pylist(), num_partitions, current)
-        chosen = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
-        parts = pa.array(chosen, pa.int32())
-        out = [PartitionBatch(p, table.filter(pc.equal(parts, p))) for p in sorted(pc.unique(parts).to_pylist())]
-        if len(out) == 1:
-            parts = None
-    stuck = next((b for b in out if b.partition == current), None) if keys.null_count else None
-    if stuck is not None:
-        if switch_bytes is None:
-            sticky.on_new_batch(topic, num_partitions, current)
-        else:
-            sticky.on_bytes(topic, num_partitions, current, stuck.nbytes, switch_bytes)
-    return out, parts

@@ -14,29 +14,25 @@ import uuid
 
 import pytest
 
+import schedule
 from bench.moto_server import S3Server
 from s3_server import BUCKET, CREDS, s3_options  # noqa: F401  (re-exported for fixtures)
 
 # The suite's JVMs (PySpark sessions, spark-submit, spark-shell, the standalone daemons and their executors) live
-# seconds on small data, where their start-up is most of their CPU and the JIT's optimising tier (C2), G1's
-# concurrent threads and the verification of some 18,000 classes from pyspark's jars (built by javac, as ours)
-# only compete with the tests for the 2 cores: the first tier alone ran the Spark-heavy test files in 174 s against
-# 243 s (2026-11-27); the serial collector and no verification as well took a local session's start and first
-# query from 16.3 to 12.8 CPU-s (medians of 3), and tests/spark with tests/compaction from 351-354 s (681-685
-# CPU-s) to 311-315 s (607-610) (2026-11-28, two runs each, interleaved). Tests only: `make bench` and users' jobs
-# keep the JVM's default. A value already set in the environment wins.
+# seconds on small data, where their start-up is most of their CPU: the JIT's optimising tier (C2), G1's concurrent
+# threads and the verification of pyspark's ~18,000 classes only compete with the tests for the 2 cores, so the
+# tests' JVMs run the first tier alone, the serial collector and no remote bytecode verification (the Spark-heavy
+# test files take about a tenth less CPU). Tests only: `make bench` and users' jobs keep the JVM's defaults. A value
+# already set in the environment wins.
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{TEST_JVM_OPTS} "-Dspark.executor.extraJavaOptions={TEST_JVM_OPTS}"')
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
 
 # The suite starts hundreds of Python processes (fronts, CLI runs, Spark's workers, benchmarks) that import the
 # checkout's packages, and each xdist worker imports every test module: with PYTHONDONTWRITEBYTECODE set (as on
-# this machine) each of them compiles those sources again, and pytest rewrites every test module's assertions
-# again: a collection of the suite took 11.4-11.9 CPU-s with it set, 4.9 without once the caches were written;
-# tests/kafka, tests/api and tests/groups (`-n 3`, from no caches) 768 busy CPU-s with it set (three of their
-# files then failed to collect and did not run), 734 without, all of them run (2026-11-28, by hand, one run each;
-# the machine's noise is about as large). The caches go to __pycache__
-# directories, which git ignores.
+# this machine) each of them would compile those sources and rewrite every test module's assertions again (a
+# collection costs more than twice the CPU without the caches). The caches go to __pycache__ directories, which git
+# ignores.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
@@ -91,3 +87,43 @@ def s3_env(s3_endpoint, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env
+
+
+@pytest.fixture(scope="session")
+def kafka_reference(tmp_path_factory):
+    """Apache Kafka, one KRaft node on loopback with Kafka's defaults (reference/kafka.py): the reference that
+    differential tests compare lakelog against. One broker per test run: xdist's workers share it (the first
+    starts it under a lock in the run's base directory; it stops when the run's controller exits), so every test
+    uses its own topic, group and transactional ids. Fails (never skips) when its jars are not fetched."""
+    from reference.kafka import shared_broker
+
+    basetemp = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # a worker's base directory is <the run's>/popen-gwN; the worker's parent is the run's controller
+        broker = shared_broker(basetemp.parent, os.getppid())
+        yield broker
+    else:
+        broker = shared_broker(basetemp, os.getpid())
+        yield broker
+        broker.stop()
+
+
+def pytest_collection_modifyitems(items):
+    """Test files longest first (tests/schedule.py), each file's tests in their order."""
+    rank = {path: i for i, path in enumerate(schedule.order([item.location[0] for item in items],
+                                                             schedule.durations()))}
+    items.sort(key=lambda item: rank[item.location[0]])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadfile``: a file per worker as xdist's, except tests/schedule.py's SPLIT files, whose tests
+    are handed out one by one; with ``--no-loadscope-reorder``, in the order collected."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):  # xdist's LoadFileScheduling is this with the file alone
+        def _split_scope(self, nodeid: str) -> str:
+            return schedule.scope(nodeid)
+
+    return FileScheduling(config, log)

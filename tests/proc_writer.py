@@ -48,18 +48,19 @@ CONFLICTS = [0]  # commits that lost a fencing race (the committer then refreshe
 
 def instrument_commit(kind: str | None, marker: str | None) -> None:
     """Wrap ``Committer._commit``: count lost races, and pause where ``kind`` says."""
+    from lakelog.writer.commit_pipeline import CommitPipeline
     from lakelog.writer.committer import Committer
 
     original = Committer._commit
 
-    def paused(self, adds, txns, producer_rows, commit_id):
+    def paused(self, adds, txns, producer_rows, commit_id, *rest):
         from lakelog.storage.topic_snapshot import LEO_APP
 
         leo = {app[len(LEO_APP):]: v for app, v in txns.items() if app.startswith(LEO_APP)}
         if kind == "before_commit":
             write_marker(marker, {"paths": [a.path for a in adds], "leo": leo})
             time.sleep(600)
-        outcome = original(self, adds, txns, producer_rows, commit_id)
+        outcome = original(self, adds, txns, producer_rows, commit_id, *rest)
         if outcome is None:
             CONFLICTS[0] += 1
             log.debug("conflict %d", CONFLICTS[0])
@@ -70,7 +71,7 @@ def instrument_commit(kind: str | None, marker: str | None) -> None:
 
     Committer._commit = paused
 
-    concluded = Committer._conclude
+    concluded = CommitPipeline._conclude
 
     def conclude(self, flight):  # a pipelined commit that lost its version to the other writer's
         from lakelog.storage.delta_commit import CommitConflict
@@ -79,7 +80,7 @@ def instrument_commit(kind: str | None, marker: str | None) -> None:
             CONFLICTS[0] += 1
         return concluded(self, flight)
 
-    Committer._conclude = conclude
+    CommitPipeline._conclude = conclude
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
-"""Console group pages: members, assignment, generation, state; lag per partition with a small time chart;
-offset reset (earliest, latest, timestamp, offset) for a group without active members.  Same services and
-ACLs as ``/v1/groups``."""
+"""Console group pages: the group list (state, members, total lag); per group its members, assignment,
+generation and state, lag per partition with a small chart; offset reset (earliest, latest, timestamp,
+offset) for a group without active members.  Same services and ACLs as ``/v1/groups``."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from lakelog.broker.authorizer import GROUP, TOPIC
+from lakelog.broker.offsets import commit_offsets, fetch_offsets
 from lakelog.errors import GroupIdNotFound, InvalidRequest, UnknownTopicOrPartition
-from lakelog.group.assignors import TopicPartition
 
-from api.auth import GROUP, TOPIC
-from api.console import PREFIX
+from api.console.paths import PREFIX
 from api.console.render import page
 from api.console.session import PrincipalDep
-from api.services.offsets import commit_offsets, fetch_offsets
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 Text = Annotated[str, Form(max_length=4096)]
@@ -48,14 +47,21 @@ def _history(request: Request) -> LagHistory:
     return state.console_lag_history
 
 
+CHART_PAD = 2  # px kept free on each side of a chart, so a flat line at its top or bottom is drawn whole
+
+
 def sparkline(points: list[tuple[float, int]], width: int = 120, height: int = 24) -> str:
-    """SVG polyline points for lag samples (time on x, lag on y; the highest lag at the top)."""
-    if len(points) < 2:
-        points = points * 2 if points else [(0.0, 0), (1.0, 0)]
-    t0, t1 = points[0][0], points[-1][0]
-    top = max(lag for _, lag in points) or 1
-    span = (t1 - t0) or 1.0
-    return " ".join(f"{(t - t0) / span * width:.1f},{height - lag / top * height:.1f}" for t, lag in points)
+    """SVG polyline points for lag samples, oldest to newest across the whole width (one sample per refresh
+    of the page), lag on y from 0 at the bottom to the highest sample at the top, inside a
+    :data:`CHART_PAD` margin.  A single sample, or a lag that never changes, is a flat line across."""
+    lags = [lag for _, lag in points] or [0]
+    if len(lags) == 1:
+        lags = lags * 2
+    top = max(lags)
+    x_step = (width - 2 * CHART_PAD) / (len(lags) - 1)
+    inner = height - 2 * CHART_PAD
+    return " ".join(f"{CHART_PAD + i * x_step:.1f},{CHART_PAD + inner - (lag / top * inner if top else 0):.1f}"
+                    for i, lag in enumerate(lags))
 
 
 def _group(request: Request, principal, group: str) -> dict:
@@ -65,9 +71,9 @@ def _group(request: Request, principal, group: str) -> dict:
     offsets = fetch_offsets(state.offsets, state.metadata, group, None, visible)
     try:
         d = state.coordinator.describe(group)
-        desc = {"state": d.state, "protocol": d.protocol, "generation": d.generation, "leader": d.leader,
+        desc = {"state": d.state, "protocol": d.protocol or None, "generation": d.generation, "leader": d.leader,
                 "members": [{"member_id": m.member_id, "client_id": m.client_id, "instance": m.group_instance_id,
-                             "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment
+                             "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.partitions
                                             if visible(tp.topic)]} for m in d.members]}
     except GroupIdNotFound:
         if not offsets and group not in state.offsets.list_groups():
@@ -76,18 +82,40 @@ def _group(request: Request, principal, group: str) -> dict:
     history = _history(request)
     for o in offsets:
         if o["lag"] is not None:
-            o["chart"] = sparkline(history.add(group, o["topic"], o["partition"], o["lag"]))
+            samples = history.add(group, o["topic"], o["partition"], o["lag"])
+            o["chart"] = sparkline(samples)
+            o["chart_range"] = (min(lag for _, lag in samples), max(lag for _, lag in samples), len(samples))
     return {"group": group, "offsets": offsets, "total_lag": sum(o["lag"] or 0 for o in offsets), **desc}
+
+
+def _group_rows(request: Request, principal) -> list[dict]:
+    """Each group the principal may Describe: state, member count, committed partitions and total lag (over
+    the topics it may Describe, as on the group's page)."""
+    state = request.app.state
+    coordinated = {g.group_id: g.state for g in state.coordinator.list_groups()}
+    names = sorted(set(state.offsets.list_groups()) | set(coordinated))
+    visible = lambda t: state.authorizer.allowed(principal, "Describe", TOPIC, t)  # noqa: E731
+    rows = []
+    for g in names:
+        if not state.authorizer.allowed(principal, "Describe", GROUP, g):
+            continue
+        try:
+            members = len(state.coordinator.describe(g).members)
+        except GroupIdNotFound:
+            members = 0
+        offsets = fetch_offsets(state.offsets, state.metadata, g, None, visible)
+        lags = [o["lag"] for o in offsets if o["lag"] is not None]
+        rows.append({"name": g, "state": coordinated.get(g, "Empty"), "members": members,
+                     "partitions": len(offsets), "lag": sum(lags) if lags else None})
+    return rows
 
 
 @router.get("/groups")
 def groups_page(request: Request, principal: PrincipalDep) -> Response:
-    state = request.app.state
-    names = sorted(set(state.offsets.list_groups()) | {g for g, _ in state.coordinator.list_groups()})
-    states = dict(state.coordinator.list_groups())
-    rows = [{"name": g, "state": states.get(g, "Empty")} for g in names
-            if state.authorizer.allowed(principal, "Describe", GROUP, g)]
-    return page(request, "groups.html", principal=principal.name, rows=rows)
+    """The list; the page's refresh (htmx) gets the table alone."""
+    if request.headers.get("hx-request"):
+        return page(request, "_groups_table.html", rows=_group_rows(request, principal))
+    return page(request, "groups.html", principal=principal.name, rows=_group_rows(request, principal))
 
 
 @router.get("/groups/{group}")
@@ -134,7 +162,7 @@ def reset_offsets(request: Request, group: str, principal: PrincipalDep, topic: 
         raise InvalidRequest(f"reset mode {mode!r} is not one of earliest, latest, timestamp, offset")
     if not targets:
         raise UnknownTopicOrPartition(f"topic {topic} has no partitions")
-    state.coordinator.validate_commit(group, None, None, [TopicPartition(topic, p) for p in targets])
+    state.coordinator.validate_commit(group, None, -1)  # a simple commit: refused while the group has members
     commit_offsets(state.offsets, state.metadata, group, [(topic, p, o, None) for p, o in targets.items()])
     g = _group(request, principal, group)
     g["flash"] = f"Offsets of {group} on {topic} reset to {mode}: " + \

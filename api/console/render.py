@@ -10,10 +10,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from lakelog.broker.public_message import public_message
 from lakelog.errors import KafkaError
 
+from api.console import csrf
 from api.errors import status_for
-from api.public_message import public_message
 
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 
@@ -40,14 +41,18 @@ templates.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensur
 
 
 def page(request: Request, name: str, status: int = 200, **context) -> HTMLResponse:
-    """Render ``templates/name`` with ``context`` (plus ``request`` and whether auth is on)."""
+    """Render ``templates/name`` with ``context`` (plus ``request``, whether auth is on, and the form token)."""
     context.setdefault("auth", request.app.state.authorizer.enabled)
-    return templates.TemplateResponse(request, name, context, status_code=status)
+    context["csrf_token"] = csrf.form_token(request)
+    response = templates.TemplateResponse(request, name, context, status_code=status)
+    csrf.remember(request, response)
+    return response
 
 
 def error_page(request: Request, error: KafkaError) -> HTMLResponse:
-    """A Kafka error as a page (or, for an htmx request, a fragment): its name, code and message, no trace."""
-    status = status_for(error)
+    """A Kafka error as a page (or, for an htmx request, a fragment): its name, code and message, no trace.
+    The status is the error's own ``http_status`` if it has one, else the front's mapping."""
+    status = getattr(error, "http_status", None) or status_for(error)
     name = "_error.html" if request.headers.get("hx-request") else "error.html"
     response = page(request, name, status, error_name=error.name, error_code=error.code,
                     message=public_message(error.message))

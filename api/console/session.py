@@ -1,7 +1,8 @@
 """The console's session: the bearer token entered once, kept in a cookie, resolved to a principal per request.
 
-The cookie is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site's page can send it,
-which is what keeps the console's forms safe from cross-site requests); it lasts for the browser session.
+The cookie is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site's page can send it;
+another port of the same host is the same site, so forms are guarded by ``api.console.csrf`` and
+``api.cross_origin`` too); it lasts for the browser session.
 Without an auth file every request runs as ``User:ANONYMOUS`` and no login is asked for.
 """
 
@@ -12,13 +13,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from lakelog.broker.authorizer import Principal
 from lakelog.errors import KafkaError, SaslAuthenticationFailed
 
-from api.auth import Principal
-from api.console import PREFIX
+from api.console.paths import PREFIX, SESSION_COOKIE as COOKIE
 from api.console.render import page
-
-COOKIE = "lakelog_console_token"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 

@@ -10,12 +10,12 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from lakelog.compaction.maintenance import due_jobs, history_of
+from lakelog.broker.authorizer import TOPIC
+from lakelog.maintenance.scheduler import due_jobs, history_of
 from lakelog.storage.delta_log import last_checkpoint_version, read_commit
-from lakelog.writer.committer import DEFAULT_CHECKPOINT_INTERVAL
+from lakelog.writer.checkpointer import DEFAULT_CHECKPOINT_INTERVAL
 
-from api.auth import TOPIC
-from api.console import PREFIX
+from api.console.paths import PREFIX
 from api.console.render import page
 from api.console.session import PrincipalDep
 

@@ -9,16 +9,18 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from lakelog.errors import InvalidRequest, UnknownTopicOrPartition, error_for_code
+from lakelog.broker import topic_admin as service
+from lakelog.broker.authorizer import CLUSTER, SUBJECT, TOPIC
+from lakelog.broker.public_message import public_message
+from lakelog.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_for_code
 from lakelog.storage.topic_name import is_internal
 
 from api import produce_lane
-from api.auth import CLUSTER, TOPIC
-from api.console import PREFIX
+from api.console.paths import PREFIX
 from api.console.messages import browse
 from api.console.render import page
 from api.console.session import PrincipalDep, authorization
-from api.services import topics as service
+from api.errors import status_for
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 Text = Annotated[str, Form(max_length=4096)]
@@ -54,12 +56,10 @@ def home(request: Request, principal: PrincipalDep) -> Response:
 
 @router.get("/topics")
 def topics_page(request: Request, principal: PrincipalDep) -> Response:
+    """The list; the page's refresh (htmx) gets the table alone (a topic may be named ``table``)."""
+    if request.headers.get("hx-request"):
+        return page(request, "_topics_table.html", rows=_rows(request, principal))
     return page(request, "topics.html", principal=principal.name, rows=_rows(request, principal))
-
-
-@router.get("/topics/table")
-def topics_table(request: Request, principal: PrincipalDep) -> Response:
-    return page(request, "_topics_table.html", rows=_rows(request, principal))
 
 
 @router.post("/topics")
@@ -81,7 +81,28 @@ def _describe(request: Request, principal, topic: str):
 @router.get("/topics/{topic}")
 def topic_page(request: Request, topic: str, principal: PrincipalDep) -> Response:
     d = _describe(request, principal, topic)
-    return page(request, "topic.html", principal=principal.name, topic=d, internal=is_internal(topic))
+    return page(request, "topic.html", principal=principal.name, topic=d, internal=is_internal(topic),
+                subjects=_subjects(request, principal, topic))
+
+
+def _subjects(request: Request, principal, topic: str) -> list[dict]:
+    """The topic's Schema Registry subjects (``<topic>-key``, ``<topic>-value``, ``<topic>-<record>``) with
+    their versions and compatibility levels; the subjects the caller may Describe."""
+    from lakelog.schema.schema_errors import SchemaRegistryError
+
+    state = request.app.state
+    registry = state.log.schemas
+    out = []
+    try:
+        for subject in registry.subjects(prefix=f"{topic}-"):
+            if not state.authorizer.allowed(principal, "Describe", SUBJECT, subject):
+                continue
+            versions = [registry.version(subject, v) for v in registry.versions(subject)]
+            out.append({"subject": subject, "level": registry.get_config(subject, default_to_global=True),
+                        "versions": [{"version": v.version, "id": v.id, "type": v.schema_type} for v in versions]})
+    except SchemaRegistryError:
+        return out
+    return out
 
 
 @router.get("/topics/{topic}/partitions")
@@ -91,10 +112,18 @@ def partitions_fragment(request: Request, topic: str, principal: PrincipalDep) -
 
 @router.post("/topics/{topic}/configs")
 def set_config(request: Request, topic: str, principal: PrincipalDep, name: Text, value: Text) -> Response:
-    """Set one config (Alter on the topic), validated as ``PATCH /v1/topics/{topic}``."""
+    """Set one config (Alter on the topic), validated as ``PATCH /v1/topics/{topic}``.  A refused value is
+    answered with the configs as stored (the box shows the stored value again) and the error."""
     state = request.app.state
     state.authorizer.authorize(principal, "Alter", TOPIC, topic)
-    d = service.alter_topic(state.log, state.metadata, topic, {name: value}, None)
+    try:
+        d = service.alter_topic(state.log, state.metadata, topic, {name: value}, None)
+    except KafkaError as e:
+        if not request.headers.get("hx-request"):
+            raise
+        state.metrics.count_error(e)
+        return page(request, "_configs.html", status_for(e), topic=_describe(request, principal, topic),
+                    error=e, error_message=public_message(e.message))
     return page(request, "_configs.html", topic=d, flash=f"{name} = {value} saved")
 
 
@@ -136,8 +165,15 @@ async def produce(request: Request, topic: str, principal: PrincipalDep, value: 
 @router.get("/topics/{topic}/messages")
 def messages(request: Request, topic: str, principal: PrincipalDep, partition: int = 0, start: str = "latest",
              offset: int = 0, timestamp: str = "", fmt: str = "text", key: str = "", limit: int = 50) -> Response:
-    """The message browser's results (Read on the topic)."""
+    """The message browser's results (Read on the topic): the results alone for the page's form (htmx), the
+    topic page with them for an address typed, bookmarked or reloaded."""
     request.app.state.authorizer.authorize(principal, "Read", TOPIC, topic)
     view = browse(request.app.state.log, topic, partition, start=start, offset=offset, timestamp=timestamp,
                   fmt=fmt, key=key, limit=limit)
-    return page(request, "_messages.html", view=view, fmt=fmt)
+    q = {"partition": partition, "start": start, "offset": offset, "timestamp": timestamp, "fmt": fmt, "key": key,
+         "limit": view.limit}
+    if request.headers.get("hx-request"):
+        return page(request, "_messages.html", view=view, q=q, topic_name=topic)
+    d = _describe(request, principal, topic)
+    return page(request, "topic.html", principal=principal.name, topic=d, internal=is_internal(topic), view=view,
+                q=q, topic_name=topic)

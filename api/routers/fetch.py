@@ -6,10 +6,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from api.auth import Principal
+from lakelog.broker.authorizer import Principal
+from lakelog.broker.fetch import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, fetch_records
+
 from api.deps import LogDep, topic_acl
 from api.schemas import INT32_MAX, INT64_MAX, Encoding, FetchOut, error_responses
-from api.services.fetch import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, fetch_records
 
 router = APIRouter(prefix="/v1/topics", tags=["fetch"])
 

@@ -4,24 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
-from api.auth import GROUP, TOPIC, Principal
+from lakelog.broker.authorizer import GROUP, TOPIC, Principal
+from lakelog.broker.offsets import commit_offsets, fetch_offsets
+
 from api.deps import AuthorizerDep, MetadataDep, OffsetStoreDep, PrincipalDep, group_acl
 from api.routers.members import CoordinatorDep
-from lakelog.group.assignors import TopicPartition
 from api.schemas import GroupDeleted, GroupList, OffsetCommit, OffsetCommitOut, OffsetFetchOut, error_responses
-from api.services.offsets import commit_offsets, fetch_offsets
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 
 @router.get("", response_model=GroupList, responses=error_responses(401))
 def list_groups(store: OffsetStoreDep, coordinator: CoordinatorDep, principal: PrincipalDep,
-                authorizer: AuthorizerDep) -> dict:
-    """Groups with members or committed offsets that the caller may Describe."""
-    names = set(store.list_groups()) | {g for g, _ in coordinator.list_groups()}
-    return {"groups": [g for g in sorted(names) if authorizer.allowed(principal, "Describe", GROUP, g)]}
+                authorizer: AuthorizerDep, state: Annotated[list[str], Query()] = [],  # noqa: B006
+                type: Annotated[list[str], Query()] = []) -> dict:  # noqa: B006,A002
+    """Kafka's ListGroups: groups with members or committed offsets that the caller may Describe. ``state`` and
+    ``type`` filter as ListGroups' StatesFilter (v4) and TypesFilter (v5) do, case-insensitively; each may repeat or
+    hold a comma-separated list (``?state=Stable,Empty&type=consumer``), as ``kafka-consumer-groups --state``."""
+    listed = [g for g in coordinator.list_groups(known=store.list_groups(), states=_split(state), types=_split(type))
+              if authorizer.allowed(principal, "Describe", GROUP, g.group_id)]
+    return {"groups": [g.group_id for g in listed],
+            "listed": [{"group": g.group_id, "state": g.state, "type": g.type, "protocol_type": g.protocol_type}
+                       for g in listed]}
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v for value in values for v in value.split(",") if v.strip()]
 
 
 @router.post("/{group}/offsets", response_model=OffsetCommitOut, responses=error_responses(400, 401, 403, 404, 409))
@@ -29,14 +39,13 @@ def commit(group: str, body: OffsetCommit, store: OffsetStoreDep, metadata: Meta
            principal: Annotated[Principal, Depends(group_acl("Read"))], authorizer: AuthorizerDep) -> dict:
     """Kafka's OffsetCommit: Read on the group and on every topic; all or nothing.
 
-    With ``member_id``/``generation_id`` the commit is checked against the group's current generation and the
-    member's assignment (``UNKNOWN_MEMBER_ID``, ``ILLEGAL_GENERATION``); without them it is a simple commit,
-    accepted only while the group has no active members.
+    With ``member_id``/``generation_id`` (a consumer-protocol member's epoch) the commit is checked as Kafka checks
+    it (``UNKNOWN_MEMBER_ID``, ``STALE_MEMBER_EPOCH``, ``ILLEGAL_GENERATION``, ``FENCED_INSTANCE_ID``); without
+    them it is a simple commit, accepted only while the group has no active members.
     """
     for o in body.offsets:
         authorizer.authorize(principal, "Read", TOPIC, o.topic)
-    coordinator.validate_commit(group, body.member_id, body.generation_id,
-                                [TopicPartition(o.topic, o.partition) for o in body.offsets], body.group_instance_id)
+    coordinator.validate_commit(group, body.member_id, body.generation_id, body.group_instance_id)
     done = commit_offsets(store, metadata, group, [(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets])
     return {"group": group, "offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset,
                                          "metadata": e.metadata, "commit_timestamp": e.commit_timestamp}
@@ -55,14 +64,13 @@ def fetch(group: str, store: OffsetStoreDep, metadata: MetadataDep,
     return {"group": group, "offsets": offsets}
 
 
-@router.delete("/{group}", response_model=GroupDeleted, responses=error_responses(400, 401, 403, 409))
+@router.delete("/{group}", response_model=GroupDeleted, responses=error_responses(400, 401, 403, 404, 409))
 def delete_group(group: str, store: OffsetStoreDep, coordinator: CoordinatorDep,
                  _: Annotated[Principal, Depends(group_acl("Delete"))]) -> dict:
-    """Kafka's DeleteGroups: drop every committed offset of the group (``NON_EMPTY_GROUP`` while it has members)."""
-    from lakelog.errors import GroupIdNotFound
-
-    try:
-        coordinator.delete_group(group)
-    except GroupIdNotFound:
-        pass  # a group known only by its offsets
-    return {"group": group, "deleted_offsets": store.delete_group(group)}
+    """Kafka's DeleteGroups: the group's state and every committed offset (``NON_EMPTY_GROUP`` while it has
+    members, ``GROUP_ID_NOT_FOUND`` if there is no such group). Every front forgets it within a second."""
+    deleted = len(store.fetch(group))
+    error = coordinator.delete_groups([group], known=lambda g: bool(deleted))[group]
+    if error is not None:
+        raise error
+    return {"group": group, "deleted_offsets": deleted}

@@ -21,8 +21,9 @@ from lakelog.writer.commit_handoff import HandoffRejected, decode_handoff, encod
 
 router = APIRouter(include_in_schema=False)
 # A handoff of a few groups' segments (a few KB of JSON) decodes in well under a millisecond: on the event loop,
-# not through a hop to a thread and back (1.9 ms of a handoff's round trip under load, by hand). Larger ones, up
-# to MAX_HANDOFF_BYTES, still go to a thread.
+# not through a hop to a thread and back, which costs more than the decoding under load and sits on every handoff's
+# round trip (BENCHMARKS.md, "Several fronts on one S3 root"). Larger ones, up to MAX_HANDOFF_BYTES, still go to a
+# thread.
 INLINE_DECODE_BYTES = 64 * 1024
 
 

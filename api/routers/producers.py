@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.auth import CLUSTER, TRANSACTIONAL_ID
+from lakelog.broker.authorizer import CLUSTER, TRANSACTIONAL_ID
+
 from api.deps import AuthorizerDep, LogDep, PrincipalDep
 from api.schemas import ProducerInit, ProducerOut, error_responses
 

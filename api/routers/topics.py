@@ -6,11 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from api.auth import CLUSTER, TOPIC, Principal
+from lakelog.broker import topic_admin as service
+from lakelog.broker.authorizer import CLUSTER, TOPIC, Principal
+
 from api.deps import AuthorizerDep, LogDep, MetadataDep, PrincipalDep, topic_acl
 from api.schemas import (INT32_MAX, DeleteRecords, DeleteRecordsOut, TopicAlter, TopicCreate, TopicList, TopicOut,
                          error_responses)
-from api.services import topics as service
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 PartitionPath = Annotated[int, Path(ge=0, le=INT32_MAX)]

@@ -18,14 +18,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from lakelog.broker.authorizer import GROUP, TOPIC, TRANSACTIONAL_ID
 from lakelog.errors import InvalidRequest, TransactionalIdNotFound
 from lakelog.transaction.transaction_coordinator import TransactionCoordinator
 
-from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
 from api.deps import AuthorizerDep, PrincipalDep, ProduceDep
 from api.schemas import (ProduceResponse, ProducerOut, TransactionInit, TransactionOffsets, TransactionOut,
                          TransactionProducer, error_responses)
-from api.services.produce import JSON, ArrowParams
+from api.produce_request import JSON, ArrowParams
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
 
@@ -61,10 +61,7 @@ async def produce(transactional_id: str, topic: str, request: Request, principal
         if not all(b.idempotent for b in prepared.batches):
             raise InvalidRequest("a transactional produce uses the idempotent form: producer_id, producer_epoch "
                                  "and batches with base_sequence")
-        pid, epoch = prepared.batches[0].producer_id, prepared.batches[0].producer_epoch
-        coordinator = _coordinator(request)
-        coordinator.add_partitions(transactional_id, pid, epoch, {(topic, b.partition) for b in prepared.batches})
-        results = [coordinator.stage_batch(transactional_id, b, topic) for b in prepared.batches]
+        results = service.pipeline.stage(transactional_id, topic, prepared.batches, add_partitions=True)
         return {"topic": topic, "results": [
             {"partition": r.partition, "base_offset": -1, "record_count": r.record_count, "log_append_time": -1,
              "timestamp_type": "LogAppendTime" if prepared.log_append_time else "CreateTime", "error_code": 0,

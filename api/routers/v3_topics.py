@@ -4,32 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
+from lakelog.broker import topic_admin as service
+from lakelog.broker.authorizer import CLUSTER, TOPIC, Principal
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, TopicAlreadyExists,
                             UnknownTopicOrPartition)
 from lakelog.storage.topic_config import TOPIC_CONFIGS, validate_configs
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 
-from api.auth import CLUSTER, TOPIC, Principal
-from api.deps import AuthorizerDep, LogDep, MetadataDep, PrincipalDep, topic_acl
-from api.services import topics as service
+from api.deps import AuthorizerDep, LogDep, MetadataDep, PrincipalDep
 from api.v3 import resources as R
-from api.v3.deps import LinksDep
+from api.v3.deps import LinksDep, topic_name_acl
 from api.v3.errors import RestError
 from api.v3.schemas import AlterConfigsIn, CreateTopicIn, UpdateConfigIn, UpdatePartitionCountIn
 
 router = APIRouter(prefix="/v3/clusters/{cluster_id}/topics", tags=["Topic (v3)"])
-
-
-def _topic_acl(operation: str):
-    """``topic_acl`` for the v3 path parameter ``topic_name``."""
-    check = topic_acl(operation)
-
-    async def dep(topic_name: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
-        return await check(topic_name, principal, authorizer)
-
-    return Depends(dep)
 
 
 def _topic(links: R.Links, metadata, name: str) -> dict:
@@ -76,13 +66,13 @@ def create_topic(body: CreateTopicIn, response: Response, links: LinksDep, log: 
 
 @router.get("/{topic_name}")
 def get_topic(topic_name: str, links: LinksDep, metadata: MetadataDep,
-              _: Annotated[Principal, _topic_acl("Describe")]) -> dict:
+              _: Annotated[Principal, topic_name_acl("Describe")]) -> dict:
     return _topic(links, metadata, topic_name)
 
 
 @router.patch("/{topic_name}")
 def update_partition_count(topic_name: str, body: UpdatePartitionCountIn, links: LinksDep, log: LogDep,
-                           metadata: MetadataDep, _: Annotated[Principal, _topic_acl("Alter")]) -> dict:
+                           metadata: MetadataDep, _: Annotated[Principal, topic_name_acl("Alter")]) -> dict:
     """Increase the partition count (Alter on the topic)."""
     desc = service.alter_topic(log, metadata, topic_name, None, body.partitions_count)
     return R.topic(links, topic_name, len(desc.partitions), is_internal(topic_name))
@@ -90,7 +80,7 @@ def update_partition_count(topic_name: str, body: UpdatePartitionCountIn, links:
 
 @router.delete("/{topic_name}", status_code=204)
 def delete_topic(topic_name: str, links: LinksDep, log: LogDep, metadata: MetadataDep,
-                 _: Annotated[Principal, _topic_acl("Delete")]) -> Response:
+                 _: Annotated[Principal, topic_name_acl("Delete")]) -> Response:
     service.delete_topic(log, metadata, topic_name)
     return Response(status_code=204)
 
@@ -102,7 +92,7 @@ def _configs(links: R.Links, log, topic_name: str) -> list[dict]:
 
 @router.get("/{topic_name}/configs")
 def list_configs(topic_name: str, links: LinksDep, log: LogDep,
-                 _: Annotated[Principal, _topic_acl("Describe")]) -> dict:
+                 _: Annotated[Principal, topic_name_acl("Describe")]) -> dict:
     """Every config of the topic with its effective value (Describe on the topic)."""
     return R.collection("KafkaTopicConfigList", f"{links.cluster}/topics/{topic_name}/configs",
                         _configs(links, log, topic_name))
@@ -116,7 +106,7 @@ def _known(topic_name: str, name: str) -> str:
 
 @router.get("/{topic_name}/configs/{name}")
 def get_config(topic_name: str, name: str, links: LinksDep, log: LogDep,
-               _: Annotated[Principal, _topic_acl("Describe")]) -> dict:
+               _: Annotated[Principal, topic_name_acl("Describe")]) -> dict:
     validate_topic_name(topic_name)
     _known(topic_name, name)
     return next(c for c in _configs(links, log, topic_name) if c["name"] == name)
@@ -124,7 +114,7 @@ def get_config(topic_name: str, name: str, links: LinksDep, log: LogDep,
 
 @router.put("/{topic_name}/configs/{name}", status_code=204)
 def update_config(topic_name: str, name: str, body: UpdateConfigIn, links: LinksDep, log: LogDep,
-                  metadata: MetadataDep, _: Annotated[Principal, _topic_acl("Alter")]) -> Response:
+                  metadata: MetadataDep, _: Annotated[Principal, topic_name_acl("Alter")]) -> Response:
     """Set one config (Alter on the topic); validated as ``PATCH /v1/topics/{topic}``."""
     if body.value is None:
         raise InvalidConfig(f"a value is required for {name}: lakelog cannot reset a config to its default")
@@ -134,7 +124,7 @@ def update_config(topic_name: str, name: str, body: UpdateConfigIn, links: Links
 
 @router.post("/{topic_name}/configs:alter", status_code=204)
 def alter_configs(topic_name: str, body: AlterConfigsIn, links: LinksDep, log: LogDep, metadata: MetadataDep,
-                  _: Annotated[Principal, _topic_acl("Alter")]) -> Response:
+                  _: Annotated[Principal, topic_name_acl("Alter")]) -> Response:
     """Set several configs at once, all or nothing; ``DELETE`` (reset to default) is refused."""
     configs = {}
     for c in body.data:

@@ -1,4 +1,5 @@
-"""Dependencies of the v3 routes: the path's cluster id checked, and the cluster's link builder."""
+"""Dependencies of the v3 routes: the path's cluster id checked, the cluster's link builder, and the ACL checks
+on the v3 path parameters ``topic_name`` and ``consumer_group_id``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from lakelog.broker.authorizer import Principal
+
+from api.deps import AuthorizerDep, PrincipalDep, group_acl, topic_acl
 from api.v3.errors import ClusterNotFound
 from api.v3.resources import Links
 
@@ -18,3 +22,23 @@ async def cluster_links(cluster_id: str, request: Request) -> Links:
 
 
 LinksDep = Annotated[Links, Depends(cluster_links)]
+
+
+def topic_name_acl(operation: str):
+    """``api.deps.topic_acl`` on the v3 path parameter ``topic_name``."""
+    check = topic_acl(operation)
+
+    async def dep(topic_name: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
+        return await check(topic_name, principal, authorizer)
+
+    return Depends(dep)
+
+
+def group_id_acl(operation: str):
+    """``api.deps.group_acl`` on the v3 path parameter ``consumer_group_id``."""
+    check = group_acl(operation)
+
+    async def dep(consumer_group_id: str, principal: PrincipalDep, authorizer: AuthorizerDep) -> Principal:
+        return await check(consumer_group_id, principal, authorizer)
+
+    return Depends(dep)

@@ -32,8 +32,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from lakelog import errors as E
-
-from api.public_message import public_message
+from lakelog.broker.public_message import public_message
 
 
 class RestError(E.InvalidRequest):
@@ -91,6 +90,9 @@ def rest_status(error: E.KafkaError) -> tuple[int, int]:
     """``(HTTP status, Confluent error_code)`` for ``error`` (see the module's table)."""
     if isinstance(error, RestError):
         return error.status, error.rest_code
+    status = getattr(error, "http_status", None)  # an HTTP refusal with no Kafka meaning (a cross-origin write)
+    if status is not None:
+        return status, status
     if error.__class__.__name__ == "UnsupportedContentType":  # api.errors' 415, raised by the shared produce code
         return 415, 415
     known = _BY_CODE.get(error.code)

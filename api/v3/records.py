@@ -27,7 +27,7 @@ import binascii
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Iterator, Literal, Union
 
 import msgspec
 import numpy as np
@@ -140,7 +140,7 @@ def decode_strings(body: bytes, now_ms: int) -> "Converted | None":
         return None
     stamps = pa.array(np.full(n, now_ms * 1000, dtype=np.int64)).view(TIMESTAMP_TYPE)  # now_ms is in range
     table = pa.table([key_col, values, pa.nulls(n, HEADER_TYPE), stamps], schema=INPUT_SCHEMA)
-    out = Converted(n, table, list(range(n)))
+    out = Converted(n, table, range(n))
     out.key_types, out.value_types, out.stamp_ms = key_types, "STRING", now_ms
     return out
 
@@ -264,7 +264,7 @@ class Converted:
 
     count: int
     table: pa.Table | None = None
-    rows: list[int] = field(default_factory=list)
+    rows: "list[int] | range" = field(default_factory=list)  # a range when every record is good
     explicit: list | None = None
     key_types: list | str | None = None  # one type for all records, None for none, or one per record
     value_types: list | str | None = None
@@ -396,13 +396,14 @@ def _convert_uniform(records: list, now_ms: int) -> Converted | None:
         else:
             return None
     cols["timestamp"] = pa.array(np.full(n, now_ms, dtype=np.int64))
-    out = Converted(n, normalize_records(pa.table(cols)), list(range(n)))
+    out = Converted(n, normalize_records(pa.table(cols)), range(n))
     out.key_types, out.value_types, out.stamp_ms = types["key"], types["value"], now_ms
     return out
 
 
 # -- delivery reports ------------------------------------------------------------------------------
 SEPARATOR = b"\r\n"  # after each report, as Confluent's proxy separates its chunks
+REPORT_SLICE = 8192  # reports made and sent at a time (about 1.5 MB of answer), whatever the request's size
 
 
 def _iso_time(ms: int) -> bytes:
@@ -411,27 +412,17 @@ def _iso_time(ms: int) -> bytes:
     return (text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")).encode()
 
 
-def _data_column(types: list | str | None, sizes: list) -> tuple[bytes, list | None]:
-    """The report's key or value part: a constant (``null``, or a format with one ``%d`` for the size, whose
-    arguments are ``sizes``), or per record (``%s`` with the rendered texts)."""
-    if types is None:
-        return b"null", None
-    if isinstance(types, str):
-        return b'{"type":"' + types.encode() + b'","size":%d}', sizes
-    return b"%s", [b"null" if t is None else b'{"type":"%s","size":%d}' % (t.encode(), z)
-                   for t, z in zip(types, sizes)]
-
-
 def _names(cluster_id: str, topic: str) -> bytes:
     return b'{"error_code":200,"cluster_id":' + msgspec.json.encode(cluster_id) + b',"topic_name":' \
         + msgspec.json.encode(topic)
 
 
 def run_reports(cluster_id: str, topic: str, converted: Converted, partition: int, base_offset: int,
-                stamp_ms: int) -> bytes | None:
+                stamp_ms: int) -> Iterator[bytes] | None:
     """The reports of a request whose records all landed in order in one partition from ``base_offset``, with
     one timestamp, no keys and values of one type and size -- the common request, answered with one join
-    instead of a format per record.  None for any other request (then :func:`reports`)."""
+    per slice of :data:`REPORT_SLICE` records instead of a format per record.  None for any other request
+    (then :func:`reports`)."""
     table = converted.table
     if converted.errors or table is None or converted.key_types is not None \
             or not isinstance(converted.value_types, str):
@@ -445,43 +436,78 @@ def run_reports(cluster_id: str, topic: str, converted: Converted, partition: in
     head = _names(cluster_id, topic) + b',"partition_id":%d,"offset":' % partition
     tail = b',"timestamp":"' + _iso_time(stamp_ms) + b'","key":null,"value":{"type":"' \
         + converted.value_types.encode() + b'","size":%d}' % bounds["min"] + b"}" + SEPARATOR
-    offsets = (tail + head).decode().join(map(str, range(base_offset, base_offset + table.num_rows)))
-    return head + offsets.encode() + tail
+    glue = (tail + head).decode()
+    end = base_offset + table.num_rows
+    return (head + glue.join(map(str, range(first, min(first + REPORT_SLICE, end)))).encode() + tail
+            for first in range(base_offset, end, REPORT_SLICE))
 
 
 def reports(cluster_id: str, topic: str, converted: Converted, partitions: np.ndarray, offsets: np.ndarray,
-            stamps_ms: np.ndarray, failures: dict[int, KafkaError]) -> bytes:
-    """One delivery report per record of the request, in order, each followed by CRLF: Confluent's
-    ``ProduceResponse`` with ``error_code`` 200, or the record's error (its code and message).  ``partitions``,
-    ``offsets`` and ``stamps_ms`` are per good row (``converted.rows``); ``failures`` maps a good row's index
-    to the error its batch met in the commit."""
-    good: list[bytes] = []
+            stamps_ms: np.ndarray, failures: dict[int, KafkaError]) -> Iterator[bytes]:
+    """One delivery report per record of the request, in order, each followed by CRLF, made and yielded
+    :data:`REPORT_SLICE` records at a time: Confluent's ``ProduceResponse`` with ``error_code`` 200, or the
+    record's error (its code and message).  ``partitions``, ``offsets`` and ``stamps_ms`` are per good row
+    (``converted.rows``); ``failures`` maps a good row's index to the error its batch met in the commit."""
     table = converted.table
+    template, columns = b"", []
     if table is not None and converted.rows:
         names = _names(cluster_id, topic).replace(b"%", b"%%")
         fmt = [names + b',"partition_id":%d,"offset":%d,"timestamp":"']
-        args: list[list] = [partitions.tolist(), offsets.tolist()]
+        columns = [partitions, offsets]
         unique = np.unique(stamps_ms)
         if len(unique) == 1:
             fmt.append(_iso_time(int(unique[0])).replace(b"%", b"%%"))
         else:
             fmt.append(b"%s")
-            args.append([_iso_time(ms) for ms in stamps_ms.tolist()])
+            columns.append(_IsoTimes(stamps_ms))
         for name, types in (("key", converted.key_types), ("value", converted.value_types)):
-            sizes = pc.fill_null(pc.binary_length(table.column(name)), 0).to_pylist() if types is not None else []
-            part, values = _data_column(types, sizes)
             fmt.append(b'","key":' if name == "key" else b',"value":')
-            fmt.append(part)
-            if values is not None:
-                args.append(values)
+            if types is None:
+                fmt.append(b"null")
+                continue
+            sizes = pc.fill_null(pc.binary_length(table.column(name)), 0).to_numpy()
+            if isinstance(types, str):
+                fmt.append(b'{"type":"' + types.encode() + b'","size":%d}')
+                columns.append(sizes)
+            else:
+                fmt.append(b"%s")
+                columns.append(_TypedSizes(types, sizes))
         template = b"".join(fmt) + b"}" + SEPARATOR
-        good = [template % a for a in zip(*args)]
-    if not failures and not converted.errors:
-        return b"".join(good)
-    out: list[bytes] = [b""] * converted.count
-    for j, i in enumerate(converted.rows):
-        e = failures.get(j)
-        out[i] = good[j] if e is None else msgspec.json.encode(error_body(e)) + SEPARATOR
-    for i, e in converted.errors.items():
-        out[i] = msgspec.json.encode(error_body(e)) + SEPARATOR
-    return b"".join(out)
+    rows = np.asarray(converted.rows, dtype=np.int64)
+    for first in range(0, converted.count, REPORT_SLICE):
+        last = min(first + REPORT_SLICE, converted.count)
+        lo, hi = np.searchsorted(rows, [first, last]).tolist()  # the good rows of requests [first, last)
+        good = [template % a for a in zip(*(c[lo:hi].tolist() if isinstance(c, np.ndarray) else c[lo:hi]
+                                               for c in columns))] if hi > lo else []
+        if not failures and not converted.errors:
+            yield b"".join(good)
+            continue
+        out: list[bytes] = [b""] * (last - first)
+        for j in range(lo, hi):
+            e = failures.get(j)
+            out[int(rows[j]) - first] = good[j - lo] if e is None else msgspec.json.encode(error_body(e)) + SEPARATOR
+        for i, e in converted.errors.items():
+            if first <= i < last:
+                out[i - first] = msgspec.json.encode(error_body(e)) + SEPARATOR
+        yield b"".join(out)
+
+
+class _IsoTimes:
+    """Report timestamps of a slice of rows, rendered when the slice is made."""
+
+    def __init__(self, stamps_ms: np.ndarray) -> None:
+        self.stamps_ms = stamps_ms
+
+    def __getitem__(self, rows: slice) -> list[bytes]:
+        return [_iso_time(ms) for ms in self.stamps_ms[rows].tolist()]
+
+
+class _TypedSizes:
+    """The key or value part of reports whose records differ in type (``null`` or ``{"type","size"}``)."""
+
+    def __init__(self, types: list, sizes: np.ndarray) -> None:
+        self.types, self.sizes = types, sizes
+
+    def __getitem__(self, rows: slice) -> list[bytes]:
+        return [b"null" if t is None else b'{"type":"%s","size":%d}' % (t.encode(), z)
+                for t, z in zip(self.types[rows], self.sizes[rows].tolist())]

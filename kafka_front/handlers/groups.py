@@ -1,91 +1,64 @@
-"""Consumer groups over the process's one group coordinator, shared with the HTTP front's members.
+"""Consumer-group APIs over the process's one group coordinator (:mod:`lakelog.group.group_coordinator`), shared
+with the HTTP front's members: FindCoordinator, the classic protocol (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup), KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe, offsets (OffsetCommit, OffsetFetch,
+OffsetDelete) and the admin APIs (DescribeGroups, ListGroups, DeleteGroups).
 
-lakelog's coordinator computes assignments itself (its module doc): a
-JoinGroup is answered once the rebalance completed, naming a leader that is no
-member (``LEADER``), so every Kafka client acts as a follower; its SyncGroup
-gets the assignment the coordinator computed with the assignor the members
-chose (range, roundrobin, sticky, cooperative-sticky -- the same names as the
-clients' assignors).  HTTP and Kafka members can share a group.  Only the
-``consumer`` protocol type is served.  Committed offsets go to the same
-``__consumer_offsets`` store as HTTP commits.
+A JoinGroup or SyncGroup that has to wait for other members awaits the coordinator's future on the event loop:
+no thread is held while a rebalance is pending. Committed offsets go to ``__consumer_offsets``, the same store
+as HTTP commits, with their committed leader epoch and metadata.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
+import uuid
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from kio.index import load_entity_schema
-from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
-
-from lakelog.errors import (GroupAuthorizationFailed, GroupIdNotFound, GroupSubscribedToTopic,
-                            InconsistentGroupProtocol, InvalidRequest, KafkaError, TopicAuthorizationFailed,
-                            TransactionalIdAuthorizationFailed, UnknownMemberId)
+from lakelog.broker.authorizer import GROUP, TOPIC, TRANSACTIONAL_ID
+from lakelog.broker.offsets import commit_offsets
+from lakelog.broker.public_message import public_message
+from lakelog.errors import (GroupAuthorizationFailed, GroupIdNotFound, GroupSubscribedToTopic, InvalidRequest,
+                            KafkaError, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed)
 from lakelog.group.assignors import TopicPartition
-
-from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
-from api.public_message import public_message
-from api.services.offsets import commit_offsets
+from lakelog.group.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 
 from kafka_front.context import NODE_ID
-from kafka_front.messages import build
+from kafka_front.handlers.cluster import topic_uuid
 
 if TYPE_CHECKING:
     from kafka_front.connection import Connection
     from kafka_front.context import FrontContext
     from kafka_front.request import Request
 
-LEADER = "lakelog-coordinator"  # no member has this id: every client is a follower
-PROTOCOL_TYPE = "consumer"
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types: both coordinators hash the key to a live front
-# JoinGroup blocks a thread until the rebalance completes: its own pool, so waiting joins never starve fetches.
-_JOINS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-join")
+NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
-def decode_subscription(metadata: bytes) -> list[str]:
-    """The topics of a ConsumerProtocolSubscription (versions 0-3; a newer one is read as 3, as Kafka does)."""
-    if len(metadata) < 2:
-        raise InvalidRequest("consumer protocol subscription shorter than its version")
-    version = min(int.from_bytes(metadata[:2], "big", signed=True), 3)
-    if version < 0:
-        raise InvalidRequest(f"consumer protocol subscription version {version}")
-    try:
-        sub, _ = entity_reader(load_entity_schema("consumer_protocol_subscription", version, EntityType.data))(
-            metadata, 2)
-    except Exception as e:  # kio's reader raises its own buffer errors on truncated input
-        raise InvalidRequest(f"malformed consumer protocol subscription: {e}") from None
-    return list(sub.topics)
-
-
-def encode_assignment(partitions: list[TopicPartition]) -> bytes:
-    """A ConsumerProtocolAssignment v0 of ``partitions``."""
-    cls = load_entity_schema("consumer_protocol_assignment", 0, EntityType.data)
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    value = build(cls, {"assigned_partitions": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                        "user_data": None})
-    buf = io.BytesIO()
-    buf.write(b"\0\0")
-    entity_writer(cls)(buf, value)
-    return buf.getvalue()
-
-
-def _member_call(fn, *args):
-    """A coordinator call about a member: an unknown group is the member's unknown id, as Kafka answers
-    (clients rejoin on UNKNOWN_MEMBER_ID; GROUP_ID_NOT_FOUND is not what they expect here)."""
-    try:
-        return fn(*args)
-    except GroupIdNotFound as e:
-        raise UnknownMemberId(e.message) from None
+def _group_operations(ctx: "FrontContext", conn: "Connection", req, group: str) -> int:
+    """KIP-430's authorized operations of ``group`` when the request asks for them (include_authorized_operations),
+    else Kafka's "not asked" value."""
+    if not getattr(req, "include_authorized_operations", False):
+        return NO_AUTHORIZED_OPERATIONS
+    return ctx.authorizer.authorized_operations(conn.principal, GROUP, group)
+KAFKA_MIN_OFFSET = -(2**63)  # a broker stores whatever offset OffsetCommit sends
 
 
 def _authorize_group(ctx: "FrontContext", conn: "Connection", operation: str, group: str) -> None:
     ctx.authorizer.authorize(conn.principal, operation, GROUP, group)
+
+
+def _host(conn: "Connection") -> str:
+    peer = conn.peer
+    return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+
+
+def _error(e: Exception | None) -> tuple[int, str | None]:
+    if e is None:
+        return 0, None
+    if isinstance(e, KafkaError):
+        return e.code, public_message(e.message)
+    raise e
 
 
 def coordinator_of(ctx: "FrontContext", group: str) -> dict:
@@ -124,48 +97,58 @@ async def find_coordinator(ctx: "FrontContext", conn: "Connection", rq: "Request
     return {**out[0], "error_code": out[0]["error_code"]}
 
 
+# -- the classic protocol -------------------------------------------------------------------------------
 async def join_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
-    if req.protocol_type != PROTOCOL_TYPE:
-        raise InconsistentGroupProtocol(f"protocol type {req.protocol_type!r}: only 'consumer' groups are served")
-    if not req.protocols:
-        raise InconsistentGroupProtocol("a JoinGroup must name at least one assignment protocol")
-    topics = decode_subscription(req.protocols[0].metadata)
-    for t in topics:
-        if not ctx.authorizer.allowed(conn.principal, "Describe", TOPIC, t):
-            raise TopicAuthorizationFailed(f"not authorized to Describe topic {t!r}")
-    rebalance_ms = req.rebalance_timeout.total_seconds() * 1000 if rq.version >= 1 else \
-        req.session_timeout.total_seconds() * 1000
-    loop = asyncio.get_running_loop()
-    result = await loop.run_in_executor(_JOINS, lambda: ctx.coordinator.join(
-        req.group_id, topics=topics, protocols=[p.name for p in req.protocols], member_id=req.member_id or None,
-        group_instance_id=getattr(req, "group_instance_id", None), client_id=rq.client_id or "kafka",
-        session_timeout_ms=int(req.session_timeout.total_seconds() * 1000),
-        rebalance_timeout_ms=int(rebalance_ms)))
-    return {"error_code": 0, "generation_id": result.generation, "protocol_type": PROTOCOL_TYPE,
-            "protocol_name": result.protocol, "leader": LEADER, "member_id": result.member_id, "members": []}
+    protocols = [(p.name, bytes(p.metadata or b"")) for p in req.protocols]
+    if req.protocol_type == PROTOCOL_TYPE and protocols:
+        try:
+            topics = decode_subscription(protocols[0][1]).topics
+        except KafkaError:
+            topics = ()  # the coordinator relays bytes it does not read; only a consumer group would refuse them
+        for t in topics:
+            if not ctx.authorizer.allowed(conn.principal, "Describe", TOPIC, t):
+                raise TopicAuthorizationFailed(f"not authorized to Describe topic {t!r}")
+    session_ms = int(req.session_timeout.total_seconds() * 1000)
+    rebalance_ms = int(req.rebalance_timeout.total_seconds() * 1000) if rq.version >= 1 else session_ms
+    future = await asyncio.to_thread(
+        ctx.coordinator.join_group, req.group_id, member_id=req.member_id or "", protocol_type=req.protocol_type,
+        protocols=protocols, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+        group_instance_id=getattr(req, "group_instance_id", None), client_id=rq.client_id or "",
+        client_host=_host(conn), require_known_member_id=rq.version >= 4)
+    r = await asyncio.wrap_future(future)  # parked until the rebalance moves on: no thread waits
+    code, message = _error(r.error)
+    if code:
+        ctx.metrics.count_error(r.error)
+    return {"error_code": code, "generation_id": r.generation, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name if r.protocol_name is not None or rq.version >= 7 else "",
+            "leader": r.leader, "skip_assignment": r.skip_assignment, "member_id": r.member_id,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                        for m in r.members]}
 
 
 async def sync_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
-    # a heartbeat checks membership and generation, and answers REBALANCE_IN_PROGRESS while one is pending
-    await asyncio.to_thread(_member_call, ctx.coordinator.heartbeat, req.group_id, req.member_id,
-                            req.generation_id, getattr(req, "group_instance_id", None))
-    desc = await asyncio.to_thread(_member_call, ctx.coordinator.describe, req.group_id)
-    member = next((m for m in desc.members if m.member_id == req.member_id), None)
-    if member is None:
-        raise UnknownMemberId(f"member {req.member_id} is not a member of group {req.group_id}")
-    return {"error_code": 0, "protocol_type": PROTOCOL_TYPE, "protocol_name": desc.protocol,
-            "assignment": encode_assignment(member.assignment)}
+    future = await asyncio.to_thread(
+        ctx.coordinator.sync_group, req.group_id, member_id=req.member_id, generation=req.generation_id,
+        group_instance_id=getattr(req, "group_instance_id", None), protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment or b"") for a in req.assignments})
+    r = await asyncio.wrap_future(future)  # a follower waits here for the leader's assignment
+    code, message = _error(r.error)
+    if code:
+        ctx.metrics.count_error(r.error)
+    return {"error_code": code, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+            "assignment": r.assignment}
 
 
 async def heartbeat(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
-    await asyncio.to_thread(_member_call, ctx.coordinator.heartbeat, req.group_id, req.member_id,
-                            req.generation_id, getattr(req, "group_instance_id", None))
+    await asyncio.to_thread(ctx.coordinator.heartbeat, req.group_id, req.member_id, req.generation_id,
+                            getattr(req, "group_instance_id", None))
     return {"error_code": 0}
 
 
@@ -173,21 +156,110 @@ async def leave_group(ctx: "FrontContext", conn: "Connection", rq: "Request") ->
     req = rq.body
     _authorize_group(ctx, conn, "Read", req.group_id)
     members = [(m.member_id, m.group_instance_id) for m in req.members] if rq.version >= 3 else [(req.member_id, None)]
-    out = []
-    for member_id, instance in members:
+    errors = await asyncio.to_thread(ctx.coordinator.leave_group, req.group_id, members)
+    if rq.version < 3 and errors[0] is not None:
+        raise errors[0]
+    return {"error_code": 0, "members": [
+        {"member_id": mid, "group_instance_id": inst, "error_code": _error(e)[0]}
+        for (mid, inst), e in zip(members, errors)]}
+
+
+# -- KIP-848 ------------------------------------------------------------------------------------------------
+def _topic_ids(ctx: "FrontContext", names) -> dict[str, uuid.UUID]:
+    out = {}
+    for name in names:
         try:
-            if not member_id and instance:  # a static member leaving by instance id
-                desc = await asyncio.to_thread(ctx.coordinator.describe, req.group_id)
-                member_id = next((m.member_id for m in desc.members if m.group_instance_id == instance), member_id)
-            await asyncio.to_thread(_member_call, ctx.coordinator.leave, req.group_id, member_id)
-            out.append({"member_id": member_id, "group_instance_id": instance, "error_code": 0})
-        except KafkaError as e:
-            if rq.version < 3:
-                raise
-            out.append({"member_id": member_id, "group_instance_id": instance, "error_code": e.code})
-    return {"error_code": 0, "members": out}
+            out[name] = topic_uuid(ctx.metadata.get(name).topic_id)
+        except KafkaError:
+            pass  # deleted since it was assigned
+    return out
 
 
+def _names_of(ctx: "FrontContext", ids) -> dict[uuid.UUID, str]:
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return {i: n for n, i in _topic_ids(ctx, ctx.log.list_topics()).items() if i in wanted}
+
+
+def _by_topic_id(ctx: "FrontContext", partitions) -> list[dict]:
+    ids = _topic_ids(ctx, {tp.topic for tp in partitions})
+    by: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        if tp.topic in ids:
+            by.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic_id": ids[t], "partitions": ps} for t, ps in by.items()]
+
+
+async def consumer_group_heartbeat(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    req = rq.body
+    _authorize_group(ctx, conn, "Read", req.group_id)
+    topics = list(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None
+    for t in topics or ():
+        if not ctx.authorizer.allowed(conn.principal, "Describe", TOPIC, t):
+            raise TopicAuthorizationFailed(f"not authorized to Describe topic {t!r}")
+    owned = None
+    if req.topic_partitions is not None:
+        names = await asyncio.to_thread(_names_of, ctx, {tp.topic_id for tp in req.topic_partitions})
+        owned = [TopicPartition(names[tp.topic_id], p) for tp in req.topic_partitions if tp.topic_id in names
+                 for p in tp.partitions]
+    rebalance_ms = int(req.rebalance_timeout.total_seconds() * 1000)
+    r = await asyncio.to_thread(
+        ctx.coordinator.consumer_heartbeat, req.group_id, member_id=req.member_id or "",
+        member_epoch=req.member_epoch, instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=rebalance_ms if rebalance_ms >= 0 else -1, subscribed_topics=topics,
+        server_assignor=req.server_assignor, owned=owned, client_id=rq.client_id or "", client_host=_host(conn),
+        subscribed_regex=getattr(req, "subscribed_topic_regex", None))  # v1+; "" clears a regex, as in Kafka 4
+    assignment = None
+    if r.assignment is not None:
+        assignment = {"topic_partitions": await asyncio.to_thread(_by_topic_id, ctx, r.assignment)}
+    return {"error_code": 0, "member_id": r.member_id, "member_epoch": r.member_epoch,
+            "heartbeat_interval": r.heartbeat_interval_ms, "assignment": assignment}
+
+
+async def consumer_group_describe(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    out = []
+    for group in rq.body.group_ids:
+        entry = {"group_id": group, "error_code": 0, "group_state": "Dead", "group_epoch": -1,
+                 "assignment_epoch": -1, "assignor_name": "", "members": [],
+                 "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+        if not ctx.authorizer.allowed(conn.principal, "Describe", GROUP, group):
+            entry["error_code"] = GroupAuthorizationFailed.code
+            out.append(entry)
+            continue
+        entry["authorized_operations"] = _group_operations(ctx, conn, rq.body, group)
+        try:
+            d = await asyncio.to_thread(ctx.coordinator.describe, group)
+        except GroupIdNotFound:
+            d = None
+        if d is None or d.type != "consumer":  # Kafka's messages (kafka-consumer-groups prints them)
+            entry.update(error_code=GroupIdNotFound.code, error_message=f"Group {group} not found." if d is None
+                         else f"Group {group} is not a consumer group.")
+            out.append(entry)
+            continue
+
+        def parts(tps) -> dict:
+            ids = _topic_ids(ctx, {tp.topic for tp in tps})
+            by: dict[str, list[int]] = {}
+            for tp in tps:
+                if tp.topic in ids:
+                    by.setdefault(tp.topic, []).append(tp.partition)
+            return {"topic_partitions": [{"topic_id": ids[t], "topic_name": t, "partitions": ps}
+                                         for t, ps in sorted(by.items())]}
+
+        members = await asyncio.to_thread(lambda: [
+            {"member_id": m.member_id, "instance_id": m.group_instance_id, "rack_id": None,
+             "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+             "subscribed_topic_names": list(m.topics), "subscribed_topic_regex": m.regex,
+             "assignment": parts(m.partitions),
+             "target_assignment": parts(m.target)} for m in d.members])
+        entry.update(group_state=d.state, group_epoch=d.generation, assignment_epoch=d.assignment_epoch,
+                     assignor_name=d.protocol, members=members)
+        out.append(entry)
+    return {"groups": out}
+
+
+# -- offsets ------------------------------------------------------------------------------------------------
 async def offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
@@ -210,83 +282,127 @@ async def offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Request") 
     if ok:
         try:
             await asyncio.to_thread(ctx.coordinator.validate_commit, req.group_id, req.member_id or None, generation,
-                                    [TopicPartition(n, p.partition_index) for n, p in ok],
                                     getattr(req, "group_instance_id", None))  # v7+
             await asyncio.to_thread(commit_offsets, ctx.offsets, ctx.metadata, req.group_id,
-                                    [(n, p.partition_index, p.committed_offset, p.committed_metadata)
-                                     for n, p in ok])
+                                    [(n, p.partition_index, p.committed_offset, p.committed_metadata,
+                                      max(getattr(p, "committed_leader_epoch", -1), -1)) for n, p in ok],
+                                    min_offset=KAFKA_MIN_OFFSET)
         except KafkaError as e:
             ctx.metrics.count_error(e)
             codes.update({(n, p.partition_index): e.code for n, p in ok})
     return answer(codes)
 
 
-async def offset_fetch(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
-    req = rq.body
-    _authorize_group(ctx, conn, "Describe", req.group_id)
-    pending = ctx.transactions.pending_offsets(req.group_id) if ctx.transactions is not None else []
+async def _fetch_group(ctx: "FrontContext", conn: "Connection", group: str, topics) -> dict:
+    """One group's OffsetFetch answer: ``topics`` None means every partition the group has committed."""
+    pending = ctx.transactions.pending_offsets(group) if ctx.transactions is not None else []
     if pending:  # a committed transaction's offsets still being written: finish them first
         await asyncio.to_thread(ctx.transactions.finish_pending, pending)
-    committed = await asyncio.to_thread(ctx.offsets.fetch, req.group_id)
+    committed = await asyncio.to_thread(ctx.offsets.fetch, group)
     have = {(c.topic, c.partition): c for c in committed}
-    if req.topics is None:
-        wanted = sorted(have)
-    else:
-        wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
-    topics: dict[str, list] = {}
+    wanted = sorted(have) if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    out: dict[str, list] = {}
     for name, p in wanted:
         c = have.get((name, p))
         allowed = ctx.authorizer.allowed(conn.principal, "Describe", TOPIC, name)
-        topics.setdefault(name, []).append({
-            "partition_index": p, "committed_offset": c.offset if c and allowed else -1,
-            "committed_leader_epoch": -1, "metadata": c.metadata if c and allowed else "",
+        if topics is None and not allowed:
+            continue  # Kafka leaves unauthorized topics out of an all-topics fetch
+        shown = c if c is not None and allowed else None
+        out.setdefault(name, []).append({
+            "partition_index": p, "committed_offset": shown.offset if shown else -1,
+            "committed_leader_epoch": shown.leader_epoch if shown else -1,
+            "metadata": shown.metadata if shown else "",
             "error_code": 0 if allowed else TopicAuthorizationFailed.code})
-    return {"error_code": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+    return {"topics": [{"name": n, "partitions": ps} for n, ps in out.items()]}
 
 
-async def describe_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
-    out = []
-    for group in rq.body.groups:
-        entry = {"group_id": group, "error_code": 0, "group_state": "Dead", "protocol_type": "",
-                 "protocol_data": "", "members": [], "authorized_operations": -2147483648}
-        if not ctx.authorizer.allowed(conn.principal, "Describe", GROUP, group):
-            entry["error_code"] = GroupAuthorizationFailed.code
-        else:
-            try:
-                d = await asyncio.to_thread(ctx.coordinator.describe, group)
-                entry.update(group_state=d.state, protocol_type=PROTOCOL_TYPE, protocol_data=d.protocol or "",
-                             members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                                       "client_id": m.client_id, "client_host": "", "member_metadata": b"",
-                                       "member_assignment": encode_assignment(m.assignment)} for m in d.members])
-            except GroupIdNotFound:
-                pass  # Kafka describes an unknown group as Dead with no members
-        out.append(entry)
-    return {"groups": out}
-
-
-async def list_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
-    states = dict(await asyncio.to_thread(ctx.coordinator.list_groups))
-    for g in await asyncio.to_thread(ctx.offsets.list_groups):
-        states.setdefault(g, "Empty")
-    wanted = set(getattr(rq.body, "states_filter", None) or ())
-    return {"error_code": 0, "groups": [
-        {"group_id": g, "protocol_type": PROTOCOL_TYPE, "group_state": s} for g, s in sorted(states.items())
-        if (not wanted or s in wanted) and ctx.authorizer.allowed(conn.principal, "Describe", GROUP, g)]}
+async def offset_fetch(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    req = rq.body
+    if rq.version < 8:
+        _authorize_group(ctx, conn, "Describe", req.group_id)
+        return {"error_code": 0, **await _fetch_group(ctx, conn, req.group_id, req.topics)}
+    groups = []
+    for g in req.groups:
+        try:
+            _authorize_group(ctx, conn, "Describe", g.group_id)
+            groups.append({"group_id": g.group_id, "error_code": 0, **await _fetch_group(ctx, conn, g.group_id,
+                                                                                        g.topics)})
+        except KafkaError as e:
+            groups.append({"group_id": g.group_id, "error_code": e.code, "topics": []})
+    return {"groups": groups}
 
 
 async def offset_delete(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
     req = rq.body
     _authorize_group(ctx, conn, "Delete", req.group_id)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    owned = set()
+    owned: set = set()
+    subscribed: set = set()
     try:
-        desc = await asyncio.to_thread(ctx.coordinator.describe, req.group_id)
-        owned = {(tp.topic, tp.partition) for m in desc.members for tp in m.assignment}
+        d = await asyncio.to_thread(ctx.coordinator.describe, req.group_id)
+        owned = {(tp.topic, tp.partition) for m in d.members for tp in m.partitions}
+        subscribed = {t for m in d.members for t in m.topics}
     except GroupIdNotFound:
         pass
-    busy = {tp for tp in wanted if tp in owned}
+    busy = {tp for tp in wanted if tp in owned or tp[0] in subscribed}
     await asyncio.to_thread(ctx.offsets.delete_offsets, req.group_id, [tp for tp in wanted if tp not in busy])
     topics: dict[str, list] = {}
     for t, p in wanted:
-        topics.setdefault(t, []).append({"partition_index": p, "error_code": GroupSubscribedToTopic.code if (t, p) in busy else 0})
+        topics.setdefault(t, []).append({"partition_index": p,
+                                         "error_code": GroupSubscribedToTopic.code if (t, p) in busy else 0})
     return {"error_code": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+
+# -- admin ----------------------------------------------------------------------------------------------------
+async def describe_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    out = []
+    for group in rq.body.groups or ():
+        entry = {"group_id": group, "error_code": 0, "group_state": "Dead", "protocol_type": "",
+                 "protocol_data": "", "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+        if not ctx.authorizer.allowed(conn.principal, "Describe", GROUP, group):
+            entry["error_code"] = GroupAuthorizationFailed.code
+            out.append(entry)
+            continue
+        entry["authorized_operations"] = _group_operations(ctx, conn, rq.body, group)
+        try:
+            d = await asyncio.to_thread(ctx.coordinator.describe, group)
+        except GroupIdNotFound:
+            if group in await asyncio.to_thread(ctx.offsets.list_groups):
+                entry.update(group_state="Empty", protocol_type="")  # known only by its committed offsets
+            elif rq.version >= 6:  # KIP-1043: v6 names an unknown group as such; before, Dead with no members
+                entry.update(error_code=GroupIdNotFound.code, error_message=f"Group {group} not found.")
+            out.append(entry)
+            continue
+        if d.type == "consumer":
+            entry.update(error_code=GroupIdNotFound.code, error_message=f"Group {group} is not a classic group.")
+        else:
+            entry.update(group_state=d.state, protocol_type=d.protocol_type,
+                         protocol_data=d.protocol if d.state == "Stable" else "",
+                         members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                   "client_id": m.client_id, "client_host": m.client_host,
+                                   "member_metadata": m.metadata, "member_assignment": m.assignment}
+                                  for m in d.members])
+        out.append(entry)
+    return {"groups": out}
+
+
+async def list_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    known = await asyncio.to_thread(ctx.offsets.list_groups)
+    listed = await asyncio.to_thread(ctx.coordinator.list_groups, known=known,
+                                     states=getattr(rq.body, "states_filter", None) or (),
+                                     types=getattr(rq.body, "types_filter", None) or ())
+    return {"error_code": 0, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": g.type}
+        for g in listed if ctx.authorizer.allowed(conn.principal, "Describe", GROUP, g.group_id)]}
+
+
+async def delete_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") -> dict:
+    names = list(dict.fromkeys(rq.body.groups_names))
+    allowed = [g for g in names if ctx.authorizer.allowed(conn.principal, "Delete", GROUP, g)]
+    known = set(await asyncio.to_thread(ctx.offsets.list_groups))
+    errors = await asyncio.to_thread(ctx.coordinator.delete_groups, allowed, known=known.__contains__)
+    results = []
+    for g in names:
+        e = errors.get(g) if g in errors else GroupAuthorizationFailed(f"not authorized to Delete group {g!r}")
+        results.append({"group_id": g, "error_code": _error(e)[0]})
+    return {"results": results}

@@ -1,5 +1,6 @@
-"""Produce and InitProducerId, over the HTTP front's produce path (the same accumulator, producer state,
-sequence checks and errors).
+"""Produce and InitProducerId: record batches decoded, then the broker's produce pipeline
+(``lakelog.broker.produce``: the same stages, accumulator, producer state, sequence checks and errors as the
+HTTP front).
 
 Per partition: every batch is split, CRC-checked and decoded before anything is
 queued, so a partition with one bad batch writes nothing; other partitions of
@@ -23,15 +24,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from lakelog.errors import (CorruptRecord, InvalidRequest, InvalidRequiredAcks, InvalidTopic, KafkaError,
-                            TopicAuthorizationFailed, TransactionalIdAuthorizationFailed, UnknownTopicOrPartition)
-from lakelog.storage.topic_name import is_internal, validate_topic_name
-from lakelog.writer.committer import PartitionBatch
-from lakelog.writer.records import validate_records
-
-from api.auth import CLUSTER, TOPIC, TRANSACTIONAL_ID
-from api.errors import unexpected_error
-from api.public_message import public_message
+from lakelog.broker.authorizer import CLUSTER, TRANSACTIONAL_ID
+from lakelog.broker.error_mapping import unexpected_error
+from lakelog.broker.produce import ProducePipeline
+from lakelog.broker.public_message import public_message
+from lakelog.errors import CorruptRecord, InvalidRequest, InvalidRequiredAcks, KafkaError
+from lakelog.writer.records import PartitionBatch
 
 from kafka_front.compression import DecodeLimitExceeded
 from kafka_front.entry_error import entry_error
@@ -47,8 +45,8 @@ if TYPE_CHECKING:
     from kafka_front.request import Request
 
 # A request's records decode on the event loop if they are this small on the wire and decode to at most
-# INLINE_DECODED_BYTES (a few ms of work: a thread hop per request costs the Kafka path about 6% of its rate,
-# measured); a request that turns out larger is decoded again, from the start, in one worker-thread hop.
+# INLINE_DECODED_BYTES (a few ms of work, less than a thread hop per request costs the Kafka path: BENCHMARKS.md,
+# "Kafka protocol"); a request that turns out larger is decoded again, from the start, in one worker-thread hop.
 INLINE_DECODE_BYTES = 256 << 10
 INLINE_DECODED_BYTES = 2 << 20
 
@@ -63,16 +61,6 @@ async def init_producer_id(ctx: "FrontContext", conn: "Connection", rq: "Request
     ctx.authorizer.authorize(conn.principal, "IdempotentWrite", CLUSTER)
     ident = await asyncio.to_thread(ctx.log.init_producer, None)
     return {"error_code": 0, "producer_id": ident.producer_id, "producer_epoch": ident.producer_epoch}
-
-
-async def _snapshot(ctx: "FrontContext", topic: str, partition: int) -> "TopicSnapshot":
-    snap = ctx.metadata.peek(topic) or await asyncio.to_thread(ctx.metadata.get, topic)
-    if partition >= snap.partition_count:
-        snap = await asyncio.to_thread(ctx.metadata.get, topic, fresh=True)
-        if partition >= snap.partition_count:
-            raise UnknownTopicOrPartition(f"partition {partition} of topic {topic} does not exist "
-                                          f"(the topic has {snap.partition_count} partitions)")
-    return snap
 
 
 class _DecodeBudget:
@@ -122,7 +110,7 @@ def _decode_partition(records: bytes, partition: int, snap: "TopicSnapshot", bud
         if not len(batch):
             continue
         table = batch_table(batch)
-        validate_records(table, snap.config, topic=snap.topic, partition=partition)
+        ProducePipeline.validate(snap, table, partition)
         out.append(PartitionBatch(partition, table, batch.producer_id, batch.producer_epoch, batch.base_sequence))
     if not out:
         raise InvalidRequest(f"no records for partition {partition} of {snap.topic}")
@@ -161,8 +149,7 @@ def _stage(ctx: "FrontContext", tid: str, staged: list) -> dict[tuple[str, int],
     failed: dict[tuple[str, int], Exception] = {}
     for topic, partition, batches in staged:
         try:
-            for b in batches:
-                ctx.transactions.stage_batch(tid, b, topic)
+            ctx.produce.stage(tid, topic, batches)
         except Exception as e:
             failed[(topic, partition)] = e
     return failed
@@ -170,17 +157,20 @@ def _stage(ctx: "FrontContext", tid: str, staged: list) -> dict[tuple[str, int],
 
 async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     req = rq.body
+    pipeline = ctx.produce
     answers: dict[tuple[str, int], dict] = {}  # in request order: a partition's entry is made when it is met
     todo: list[tuple[str, int, "TopicSnapshot", bytes]] = []  # the partitions that passed the checks, to decode
     staged: list[tuple[str, int, list[PartitionBatch]]] = []  # a transactional request's batches, per partition
+    starts: dict[tuple[str, int], int] = {}  # each existing partition's log start offset, answered as Kafka does
     tid = req.transactional_id
-    if tid is not None and not ctx.authorizer.allowed(conn.principal, "Write", TRANSACTIONAL_ID, tid):
-        fail: KafkaError | None = TransactionalIdAuthorizationFailed(
-            f"{conn.principal.name} is not authorized to Write transactional id {tid!r}")
-    elif req.acks not in (0, 1, -1):
-        fail = InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {req.acks}")
-    else:
-        fail = None
+    fail: KafkaError | None = None
+    try:
+        if tid is not None:
+            pipeline.authorize_transactional(conn.principal, tid)
+        if req.acks not in (0, 1, -1):
+            raise InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {req.acks}")
+    except KafkaError as e:
+        fail = e
     for td in req.topic_data:
         topic = td.name
         for pd in td.partition_data:
@@ -188,12 +178,9 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
             try:
                 if fail is not None:
                     raise fail
-                validate_topic_name(topic)
-                if is_internal(topic):
-                    raise InvalidTopic(f"topic {topic} is internal: it cannot be produced to")
-                if not ctx.authorizer.allowed(conn.principal, "Write", TOPIC, topic):
-                    raise TopicAuthorizationFailed(f"{conn.principal.name} is not authorized to Write topic {topic!r}")
-                snap = await _snapshot(ctx, topic, pd.index)
+                pipeline.admit(conn.principal, topic)
+                snap = await pipeline.snapshot_async(topic, pd.index)
+                starts[(topic, pd.index)] = snap.log_start_offset(pd.index)
                 todo.append((topic, pd.index, snap, pd.records or b""))
             except Exception as e:  # a KafkaError, or the store failed reading the topic's metadata
                 error = entry_error(ctx, e, "Produce", f"{topic}-{pd.index} (metadata)")
@@ -222,7 +209,8 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     unchecked -= conn.producers
     try:
         if unchecked:
-            transactional = await asyncio.to_thread(lambda: {p: ctx.log.registry.check(*p) for p in unchecked})
+            batches = [b for bs in queued.values() for b in bs]
+            transactional = await asyncio.to_thread(pipeline.check_producers, batches, frozenset(conn.producers))
             conn.producers.update(p for p, tx in transactional.items() if not tx)
     except Exception as e:  # an unknown or fenced producer id, or the store failed: nothing of the request is written
         err = entry_error(ctx, e, "Produce", "(producer ids)")
@@ -234,7 +222,7 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
     async with rq.in_order():  # appends in request order: idempotent sequences depend on it
         for topic, bs in queued.items():
             try:  # buffer.memory full, or the accumulator closed: this topic's batches are not queued
-                futures.append((topic, bs, ctx.accumulator.append(topic, bs)))
+                futures.append((topic, bs, pipeline.append(topic, bs)))
             except KafkaError as e:
                 ctx.metrics.count_error(e)
                 for b in bs:
@@ -262,6 +250,6 @@ async def produce(ctx: "FrontContext", conn: "Connection", rq: "Request"):
         e = a.get("error")
         responses.setdefault(topic, []).append({
             "index": partition, "error_code": e.code if e else 0, "base_offset": a.get("base_offset", -1),
-            "log_append_time": a.get("log_append_time", -1), "log_start_offset": -1,
+            "log_append_time": a.get("log_append_time", -1), "log_start_offset": starts.get((topic, partition), -1),
             "error_message": public_message(e.message) if e else None})
     return {"responses": [{"name": t, "partition_responses": ps} for t, ps in responses.items()]}

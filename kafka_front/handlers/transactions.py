@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from lakelog.broker.authorizer import GROUP, TOPIC, TRANSACTIONAL_ID
 from lakelog.errors import KafkaError, TopicAuthorizationFailed
 from lakelog.transaction.transaction_coordinator import UnknownPartitions
-
-from api.auth import GROUP, TOPIC, TRANSACTIONAL_ID
 
 if TYPE_CHECKING:
     from kafka_front.connection import Connection
@@ -82,8 +81,11 @@ async def txn_offset_commit(ctx: "FrontContext", conn: "Connection", rq: "Reques
         ctx.authorizer.authorize(conn.principal, "Read", GROUP, req.group_id)
         for t in topics:
             ctx.authorizer.authorize(conn.principal, "Read", TOPIC, t)
-        offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_metadata or "")
-                   for t in req.topics for p in t.partitions]
+        offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_metadata or "",
+                    max(getattr(p, "committed_leader_epoch", -1), -1)) for t in req.topics for p in t.partitions]
+        if rq.version >= 3:  # the consumer's group metadata: a zombie member's offsets are fenced (KIP-447)
+            await asyncio.to_thread(ctx.coordinator.validate_commit, req.group_id, req.member_id or None,
+                                    req.generation_id, req.group_instance_id, transactional=True)
         await asyncio.to_thread(ctx.transactions.txn_offset_commit, req.transactional_id, req.producer_id,
                                 req.producer_epoch, req.group_id, offsets)
     except KafkaError as e:

@@ -1,6 +1,10 @@
-"""The ``lakelog`` command line: Kafka's console and admin tools, reading and writing a storage root directly.
+"""The ``lakelog`` command line: Kafka's console and admin tools, over a storage root or a running front.
 
     lakelog [--root ROOT] [--storage-option KEY=VALUE ...] [--json] COMMAND ...
+
+``topics``, ``produce``, ``consume``, ``get-offsets`` and ``groups`` read and write the root directly, or,
+with ``--bootstrap-server HOST:PORT``, talk to a Kafka listener as Kafka's tools do (``produce`` and
+``groups`` also take a front's HTTP address, ``--url``; :mod:`lakelog.cli.transport`).
 
 Commands (one module of this package per group, see :data:`COMMANDS`)::
 
@@ -71,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     resolve_topic(parser, args)
     from lakelog.cli.output import print_error
-    from lakelog.errors import KafkaError, KafkaStorageError, is_storage_failure
+    from lakelog.errors import KafkaError, KafkaStorageError
+    from lakelog.storage.storage_failure import is_storage_failure
+    from lakelog.cli.transport import TransportUsageError
     from lakelog.storage.storage_root import InvalidStorageRoot
 
     try:
@@ -79,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     except KafkaError as e:
         print_error(e, as_json=args.json)
         return 1
-    except InvalidStorageRoot as e:  # a malformed --root or storage option, found when the root is opened
-        parser.error(str(e))
+    except (InvalidStorageRoot, TransportUsageError) as e:  # a malformed --root or storage option, found when
+        getattr(args, "parser", parser).error(str(e))        # the root is opened; the wrong kind of endpoint
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except Exception as e:

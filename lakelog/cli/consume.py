@@ -1,4 +1,9 @@
-"""``lakelog consume TOPIC``: print records, like kafka-console-consumer, reading the storage directly.
+"""``lakelog consume TOPIC``: print records, like kafka-console-consumer, from the root or a Kafka listener.
+
+The records come from the storage root directly, or with ``--bootstrap-server
+HOST:PORT`` from a Kafka listener through confluent-kafka's consumer (no
+consumer group: the partitions are assigned, nothing is committed), with the
+same options, output and stopping rules.
 
 Where it starts, per partition: ``--from-beginning`` = the log start offset;
 ``--offset earliest|latest|N`` (needs ``--partition``, as in Kafka); otherwise
@@ -27,6 +32,7 @@ import time
 
 from lakelog.cli.global_options import add_topic_argument, key_value, key_values, open_log, positive_int
 from lakelog.cli.output import bytes_to_json, headers_to_json
+from lakelog.cli.transport import add_transport_options
 
 FETCH_MAX_BYTES = 16 << 20
 MIN_POLL_MS, MAX_POLL_MS = 10, 60_000
@@ -49,8 +55,9 @@ PROPERTIES = {  # Kafka's DefaultMessageFormatter properties and their defaults
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "consume", help="print records (kafka-console-consumer)",
-        description="Print the records of a topic, reading the storage directly. Starts at the latest offset "
-                    "unless --from-beginning/--offset; stops at the high watermark unless --follow.",
+        description="Print the records of a topic, from the storage root or a Kafka listener (--bootstrap-server). "
+                    "Starts at the latest offset unless --from-beginning/--offset; stops at the high watermark "
+                    "unless --follow.",
         epilog="properties: " + ", ".join(PROPERTIES))
     add_topic_argument(p)
     start = p.add_mutually_exclusive_group()
@@ -66,6 +73,7 @@ def register(subparsers) -> None:
                    help=f"with --follow: wait between polls ({MIN_POLL_MS}..{MAX_POLL_MS}, default 500)")
     p.add_argument("--timeout-ms", type=positive_int, metavar="MS",
                    help="with --follow: exit when no new record arrived for this long")
+    add_transport_options(p, http=False)
     p.set_defaults(func=run, parser=p)
 
 
@@ -151,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         args.parser.error("--offset requires --partition (as in kafka-console-consumer)")
     formatter = MessageFormatter(properties_from(args))
+    from lakelog.cli.transport import check_transport
+
+    check_transport(args)
+    if args.bootstrap_server:
+        return run_kafka(args, formatter)
     log = open_log(args)
     topic = args.topic
     snap = log.snapshot(topic)
@@ -220,6 +233,85 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sys.stderr.write(f"Processed a total of {printed} messages\n")
     return 0
+
+
+def run_kafka(args: argparse.Namespace, formatter: MessageFormatter) -> int:
+    """:func:`run` against a Kafka listener: the partitions assigned at their start offsets, read with
+    confluent-kafka's consumer until the high watermarks of the start (or, with ``--follow``, on)."""
+    from confluent_kafka import Consumer, KafkaError as CKError, TopicPartition
+
+    from lakelog.cli.transport import client_config, connect, raise_kafka_error, topic_partitions
+    from lakelog.errors import OffsetOutOfRange
+
+    topic = args.topic
+    conf, recorder = client_config(args, **{"group.id": "lakelog-cli", "enable.auto.commit": False,
+                                            "enable.auto.offset.store": False, "enable.partition.eof": False,
+                                            "auto.offset.reset": "error"})
+    consumer = Consumer(conf)
+    try:
+        metadata = connect(consumer, args, recorder)
+        partitions = topic_partitions(metadata, topic, None if args.partition is None else [args.partition])
+        bounds = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+                  for p in partitions}
+    except BaseException:
+        consumer.close()
+        raise
+    spec = "earliest" if args.from_beginning else args.offset if args.offset is not None else "latest"
+    positions = {}
+    for p, (lso, hw) in bounds.items():
+        pos = lso if spec == "earliest" else hw if spec == "latest" else spec
+        if not lso <= pos <= hw:
+            consumer.close()
+            raise OffsetOutOfRange(f"offset {pos} of topic {topic} partition {p} is out of range "
+                                   f"[log start offset {lso}, high watermark {hw}]")
+        positions[p] = pos
+    ends = None if args.follow else {p: hw for p, (_, hw) in bounds.items()}
+    out = sys.stdout.buffer
+    printed = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, positions[p]) for p in partitions
+                         if ends is None or positions[p] < ends[p]])
+        last_record_at = time.monotonic()
+        while args.max_messages is None or printed < args.max_messages:
+            if ends is not None and all(positions[p] >= ends[p] for p in partitions):
+                break
+            if ends is None and args.timeout_ms is not None and \
+                    (time.monotonic() - last_record_at) * 1000 >= args.timeout_ms:
+                break
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == CKError._PARTITION_EOF:
+                    continue
+                raise_kafka_error(msg.error())
+            p, offset = msg.partition(), msg.offset()
+            if ends is not None and offset >= ends[p]:
+                positions[p] = ends[p]
+                continue
+            positions[p] = offset + 1
+            last_record_at = time.monotonic()
+            rec = kafka_record(msg)
+            printed += 1
+            if args.json:
+                out.write(json.dumps(record_to_json(topic, p, rec), separators=(",", ":")).encode() + b"\n")
+            else:
+                out.write(formatter.format(p, rec))
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+        sys.stderr.write(f"Processed a total of {printed} messages\n")
+    return 0
+
+
+def kafka_record(msg) -> dict:
+    """A confluent-kafka message as the dict :class:`MessageFormatter` and :func:`record_to_json` take."""
+    kind, ms = msg.timestamp()
+    return {"offset": msg.offset(), "timestamp": ms * 1000, "timestampType": {1: 0, 2: 1}.get(kind, -1),
+            "key": msg.key(), "value": msg.value(),
+            "headers": [{"key": k, "value": v} for k, v in msg.headers() or ()] or None}
 
 
 def _count_below(records, end: int) -> int:

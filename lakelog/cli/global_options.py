@@ -57,11 +57,6 @@ def resolve_topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         setattr(args, dest, value if value is not None else flag)
 
 
-def bootstrap_url(text: str) -> str:
-    """``--bootstrap-server HOST:PORT`` (Kafka's spelling) or a URL: the HTTP front's base URL."""
-    return text if "://" in text else f"http://{text}"
-
-
 def int_at_least(minimum: int):
     """argparse type for an integer >= ``minimum``."""
     def parse(text: str) -> int:

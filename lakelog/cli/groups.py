@@ -1,11 +1,14 @@
 """``lakelog groups list|describe|delete|reset-offsets``: kafka-consumer-groups for a root or a running front.
 
-Two sources, chosen per call:
+Three sources, chosen per call (:mod:`lakelog.cli.group_sources`, by :mod:`lakelog.cli.transport`'s options):
 
-* ``--bootstrap URL`` asks a running front (``lakelog serve``): membership and
+* ``--bootstrap-server HOST:PORT`` asks a Kafka listener, as kafka-consumer-groups
+  does (ListGroups, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit,
+  DeleteGroups through confluent-kafka's admin client): the coordinator's live view.
+* ``--url URL`` asks a running front's HTTP address (``lakelog serve``): membership and
   assignments are the coordinator's live view; offsets are committed through
   it (a bearer token is read from ``$LAKELOG_TOKEN``).
-* Without it, the command works on the storage root directly: committed
+* Without either, the command works on the storage root directly: committed
   offsets and the group metadata the coordinator last saved, both from
   ``__consumer_offsets`` (:class:`~lakelog.group.consumer_offsets.OffsetStore`).
   Members shown there are those of the last completed rebalance: only a
@@ -24,29 +27,24 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
 
-from lakelog.cli.global_options import bootstrap_url, non_negative_int, open_log
+from lakelog.cli.global_options import non_negative_int
+from lakelog.cli.group_sources import GroupSource, GroupView, open_source
 from lakelog.cli.output import print_json, print_table
-
-if TYPE_CHECKING:
-    from lakelog.log import Log
+from lakelog.cli.transport import add_transport_options
 
 
 def register(subparsers) -> None:
     groups = subparsers.add_parser(
         "groups", help="list, describe, delete consumer groups and reset their offsets (kafka-consumer-groups)",
-        description="Consumer-group administration (like kafka-consumer-groups). With --bootstrap URL the live "
-                    "coordinator of a running front is asked; otherwise the storage root is read directly.")
+        description="Consumer-group administration (like kafka-consumer-groups). With --bootstrap-server HOST:PORT "
+                    "(a Kafka listener) or --url URL (a front's HTTP address) the live coordinator is asked; "
+                    "otherwise the storage root is read directly.")
     sub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
 
     def parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=description)
-        p.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", type=bootstrap_url, metavar="URL",
-                       help="ask a running front (lakelog serve) at URL instead of reading the root; "
-                            "a bearer token is read from $LAKELOG_TOKEN")
+        add_transport_options(p, http=True)
         return p
 
     p = parser("list", "list consumer groups", "List the groups with members or committed offsets.")
@@ -109,174 +107,6 @@ def _datetime_ms(text: str) -> int:
     if dt.tzinfo is None:
         dt = dt.astimezone()  # local time
     return int(dt.timestamp() * 1000)
-
-
-# -- what a source answers ----------------------------------------------------------------------
-@dataclass
-class GroupView:
-    """One group as a source sees it; ``offsets`` maps (topic, partition) to the committed offset."""
-
-    group: str
-    state: str
-    protocol: str | None = None
-    generation: int = 0
-    members: list[dict] = field(default_factory=list)  # member_id, group_instance_id, client_id, assignment
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-
-    def owners(self) -> dict[tuple[str, int], dict]:
-        return {(a[0], a[1]): m for m in self.members for a in m["assignment"]}
-
-
-class GroupSource(Protocol):
-    """Where the command reads groups and writes offsets: the storage root or a front."""
-
-    live: bool  # True: membership is the coordinator's live view
-
-    def list_groups(self) -> list[tuple[str, str]]: ...
-
-    def describe(self, group: str) -> GroupView | None: ...
-
-    def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]: ...  # partition -> (lso, hw)
-
-    def offsets_for_time(self, topic: str, partitions: list[int], ms: int) -> dict[int, int | None]: ...
-
-    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None: ...
-
-    def delete(self, group: str) -> int: ...
-
-
-class RootSource:
-    """The storage root: ``__consumer_offsets`` read with :class:`OffsetStore` (created only to write)."""
-
-    live = False
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.log: "Log" = open_log(args)
-        self._store = None
-
-    def store(self, create: bool = False):
-        from lakelog.group.consumer_offsets import OFFSETS_TOPIC, OffsetStore
-
-        if self._store is None and (create or self.log.catalog.exists(OFFSETS_TOPIC)):
-            self._store = OffsetStore(self.log)
-        return self._store
-
-    def list_groups(self) -> list[tuple[str, str]]:
-        store = self.store()
-        if store is None:
-            return []
-        saved = store.load_groups(refresh=False)  # the store read the topic when it was opened
-        names = set(store.list_groups(refresh=False)) | set(saved)
-        return sorted((g, _saved_state(saved.get(g))) for g in names)
-
-    def describe(self, group: str) -> GroupView | None:
-        from lakelog.group.group_id import validate_group_id
-
-        validate_group_id(group)
-        store = self.store()
-        if store is None:
-            return None
-        md = store.load_groups(refresh=False).get(group)
-        offsets = {(e.topic, e.partition): e.offset for e in store.fetch(group, refresh=False)}
-        if md is None and not offsets:
-            return None
-        view = GroupView(group, _saved_state(md), offsets=offsets)
-        if md:
-            view.protocol, view.generation = md.get("protocol"), int(md.get("generation", 0))
-            view.members = [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
-                             "client_id": m.get("client_id", ""), "assignment": [tuple(a) for a in m["assignment"]]}
-                            for m in md.get("members", [])]
-        return view
-
-    def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        snap = self.log.snapshot(topic)
-        return {p: (snap.log_start_offset(p), snap.high_watermark(p)) for p in range(snap.partition_count)}
-
-    def offsets_for_time(self, topic: str, partitions: list[int], ms: int) -> dict[int, int | None]:
-        return self.log.offsets_for_times(topic, {p: ms for p in partitions})
-
-    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.store(create=True).commit(group, [(t, p, o, None) for (t, p), o in sorted(offsets.items())])
-
-    def delete(self, group: str) -> int:
-        from lakelog.errors import GroupIdNotFound, NonEmptyGroup
-
-        view = self.describe(group)
-        if view is None:
-            raise GroupIdNotFound(f"group {group} does not exist under {self.log.root.uri}")
-        if view.members:
-            raise NonEmptyGroup(f"group {group} still has {len(view.members)} members in the coordinator's "
-                                f"saved state; stop them (a running front then records the group as empty)")
-        store = self.store()
-        deleted = store.delete_group(group)
-        if group in store.load_groups(refresh=False):
-            store.save_group(group, None)
-        return deleted
-
-
-def _saved_state(md: dict | None) -> str:
-    return "Stable" if md and md.get("members") else "Empty"
-
-
-class FrontSource:
-    """A running front: the coordinator's live membership, offsets committed through it."""
-
-    live = True
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        from lakelog.client.admin import Admin
-
-        self.args = args
-        self.admin = Admin(args.bootstrap, token=os.environ.get("LAKELOG_TOKEN") or None)
-        self._log = None
-
-    def list_groups(self) -> list[tuple[str, str]]:
-        out = []
-        for g in self.admin.list_groups():
-            view = self.describe(g)
-            out.append((g, view.state if view else "Dead"))
-        return out
-
-    def describe(self, group: str) -> GroupView | None:
-        from lakelog.errors import GroupIdNotFound
-
-        try:
-            d = self.admin.describe_group(group)
-        except GroupIdNotFound:
-            return None
-        members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-                    "client_id": m["client_id"], "assignment": [(a["topic"], a["partition"]) for a in m["assignment"]]}
-                   for m in d["members"]]
-        return GroupView(group, d["state"], d["protocol"], d["generation"], members,
-                         {(o["topic"], o["partition"]): o["offset"] for o in d["offsets"]})
-
-    def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        d = self.admin.describe_topic(topic)
-        return {p["partition"]: (p["log_start_offset"], p["high_watermark"]) for p in d["partitions"]}
-
-    def offsets_for_time(self, topic: str, partitions: list[int], ms: int) -> dict[int, int | None]:
-        # timestamps are looked up in storage, as the Consumer reads records: the root is the front's
-        if self._log is None:
-            from lakelog.cli.global_options import key_values
-            from lakelog.log import Log
-
-            root = self.args.root or self.admin.transport.json("GET", "/v1/health")["root"]
-            self._log = Log(root, storage_options=key_values(self.args.storage_options))
-        return self._log.offsets_for_times(topic, {p: ms for p in partitions})
-
-    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.admin.commit_offsets(group, [(t, p, o) for (t, p), o in sorted(offsets.items())])
-
-    def delete(self, group: str) -> int:
-        from lakelog.errors import GroupIdNotFound
-
-        if self.describe(group) is None:
-            raise GroupIdNotFound(f"group {group} does not exist")
-        return self.admin.delete_group(group)
-
-
-def open_source(args: argparse.Namespace) -> GroupSource:
-    return FrontSource(args) if getattr(args, "bootstrap", None) else RootSource(args)
 
 
 def _require(view: GroupView | None, group: str) -> GroupView:
@@ -352,7 +182,7 @@ def describe(args: argparse.Namespace) -> int:
                       len(m["assignment"]), ",".join(f"{t}:{p}" for t, p in sorted(m["assignment"])) or "-"]
                      for m in view.members])
         if not source.live:
-            print("\n(members as of the coordinator's last saved rebalance; --bootstrap URL asks a running front)")
+            print("\n(members as of the coordinator's last saved rebalance; --bootstrap-server asks a running front)")
     return 0
 
 

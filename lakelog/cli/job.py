@@ -20,7 +20,7 @@ import sys
 
 
 def register(subparsers) -> None:
-    from lakelog.compaction.job_scripts import JOB_ORDER
+    from lakelog.maintenance.job_scripts import JOB_ORDER
 
     p = subparsers.add_parser(
         "job", help="run one maintenance job (retention, compaction, merge, vacuum) via spark-submit",
@@ -36,8 +36,8 @@ def register(subparsers) -> None:
 
 def command(args: argparse.Namespace) -> list[str]:
     """The spark-submit command line for ``args``."""
-    from lakelog.compaction.job_scripts import script_path
-    from lakelog.compaction.maintenance import spark_submit_path
+    from lakelog.maintenance.job_scripts import script_path
+    from lakelog.maintenance.scheduler import spark_submit_path
 
     if args.master is None and args.spark_submit is None:
         # Local: the script runs on this Python and starts Spark (local[*]) only when its work needs it.
@@ -55,6 +55,6 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run_job(args: argparse.Namespace) -> int:
-    from lakelog.compaction.maintenance import job_environment
+    from lakelog.maintenance.scheduler import job_environment
 
     return subprocess.run(command(args), env=job_environment()).returncode

@@ -21,7 +21,7 @@ import sys
 import time
 
 from lakelog.cli.global_options import key_value, non_negative_int
-from lakelog.compaction.job_scripts import JOB_ORDER as JOBS, SCRIPTS
+from lakelog.maintenance.job_scripts import JOB_ORDER as JOBS, SCRIPTS
 
 
 
@@ -59,7 +59,7 @@ def build_parser(job: str) -> argparse.ArgumentParser:
         parser.add_argument("--segment-ms", type=non_negative_int, default=None,
                             help="largest time span of a merged segment (default: the topic's segment.ms)")
     if job == "vacuum":
-        from lakelog.compaction.vacuum_job import DEFAULT_ORPHAN_MIN_AGE_MS
+        from lakelog.maintenance.vacuum import DEFAULT_ORPHAN_MIN_AGE_MS
 
         parser.add_argument("--orphan-min-age-ms", type=non_negative_int, default=DEFAULT_ORPHAN_MIN_AGE_MS,
                             help="orphan files must also be at least this old (default: one hour)")
@@ -67,7 +67,7 @@ def build_parser(job: str) -> argparse.ArgumentParser:
 
 
 def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
-    """Run ``job`` as parsed; returns its :class:`~lakelog.compaction.job_report.JobReport`.
+    """Run ``job`` as parsed; returns its :class:`~lakelog.maintenance.job_report.JobReport`.
 
     ``stop_session`` stops the Spark session the job started (the entry points do, to free the cluster).
     """
@@ -75,31 +75,31 @@ def run_job(job: str, args: argparse.Namespace, *, stop_session: bool = False):
 
     root = StorageRoot.resolve(args.root, dict(args.storage_options))
     if job == "retention":
-        from lakelog.compaction.retention_job import run_retention
+        from lakelog.maintenance.retention import run_retention
 
         return run_retention(root, args.topics, dry_run=args.dry_run)
     if job == "vacuum":
-        from lakelog.compaction.vacuum_job import run_vacuum
+        from lakelog.maintenance.vacuum import run_vacuum
 
         return run_vacuum(root, args.topics, dry_run=args.dry_run, orphan_min_age_ms=args.orphan_min_age_ms)
-    from lakelog.compaction.topic_selection import check_root, select_topics
+    from lakelog.maintenance.topic_selection import check_root, select_topics
 
     # validate before paying for a Spark session
     check_root(root)
     select_topics(root, args.topics, policy="compact" if job == "compaction" else None, job=job)
     spark = None
     if not args.dry_run:
-        from lakelog.compaction.spark_session import LazySession
+        from lakelog.maintenance.spark_session import LazySession
 
         spark = LazySession(f"lakelog-{job}", master=args.master)
     try:
         if job == "compaction":
-            from lakelog.compaction.compaction_job import run_compaction
+            from lakelog.maintenance.cleaner import run_compaction
 
             report = run_compaction(spark, root, args.topics, dry_run=args.dry_run,
                                     min_dirty_ratio=-1.0 if args.force else args.min_dirty_ratio)
         else:
-            from lakelog.compaction.merge_job import run_merge
+            from lakelog.maintenance.segment_merge import run_merge
 
             report = run_merge(spark, root, args.topics, dry_run=args.dry_run, segment_bytes=args.segment_bytes,
                                segment_ms=args.segment_ms)

@@ -3,7 +3,7 @@
     lakelog maintain [--root ROOT] [--once] [--dry-run] [--topic T ...] [--interval-ms N] [--master URL]
 
 Every tick it runs the jobs that are due on each topic as ``spark-submit``
-subprocesses (see :mod:`lakelog.compaction.maintenance`).  ``--once`` runs one tick and
+subprocesses (see :mod:`lakelog.maintenance.scheduler`).  ``--once`` runs one tick and
 exits 1 if any job failed (the form for cron); without it, it ticks until
 SIGINT/SIGTERM.  ``--dry-run`` lists what is due and runs nothing.
 """
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
 
 
 def maintain(args: argparse.Namespace) -> int:
-    from lakelog.compaction.maintenance import SchedulerConfig, run_forever, run_once
+    from lakelog.maintenance.scheduler import SchedulerConfig, run_forever, run_once
     from lakelog.storage.storage_root import StorageRoot
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,

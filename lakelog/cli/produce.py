@@ -18,8 +18,11 @@ per batch, never one per line.  Records are partitioned like Kafka's
 producer: ``--partition``, else murmur2(key), else sticky.
 
 Records go to a :class:`RecordSink`; :func:`open_sink` picks it from the
-arguments: the storage root itself (:class:`LogSink`), or with ``--bootstrap
-http://...`` a running HTTP front through the idempotent client
+arguments (:mod:`lakelog.cli.transport`): the storage root itself
+(:class:`LogSink`); with ``--bootstrap-server HOST:PORT`` a Kafka listener
+through confluent-kafka's idempotent producer, partitioning keys with murmur2
+as Kafka's Java producer does (:class:`KafkaSink`); or with ``--url
+http://...`` a front's HTTP address through lakelog's idempotent client
 (:class:`HttpSink`), with no change to the line parsing or batching here.
 """
 
@@ -32,8 +35,9 @@ import sys
 import time
 from typing import BinaryIO, Iterator, Protocol
 
-from lakelog.cli.global_options import add_topic_argument, bootstrap_url, key_value, key_values, open_log, positive_int
+from lakelog.cli.global_options import add_topic_argument, key_value, key_values, open_log, positive_int
 from lakelog.cli.output import print_json
+from lakelog.cli.transport import add_transport_options
 
 DEFAULT_BATCH_SIZE = 10_000
 DEFAULT_TIMEOUT_MS = 1_000
@@ -69,9 +73,7 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                    help="commit pending lines after this many ms without more input ready "
                         f"(Kafka's linger; default {DEFAULT_TIMEOUT_MS})")
-    p.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", type=bootstrap_url, metavar="URL",
-                   help="produce through a running front (lakelog serve) at URL instead of writing the root; "
-                        "idempotent, with retries; a bearer token is read from $LAKELOG_TOKEN")
+    add_transport_options(p, http=True)
     p.set_defaults(func=run, parser=p)
 
 
@@ -105,15 +107,74 @@ class LogSink:
         self.log.close()
 
 
+class KafkaSink:
+    """Produces to a Kafka listener (``--bootstrap-server``) with confluent-kafka's idempotent producer,
+    keys partitioned by murmur2 as Kafka's Java producer does; ``send`` returns once every record is
+    acknowledged (``acks=all``), or raises the first failure as lakelog's typed error."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from confluent_kafka import Producer
+
+        from lakelog.cli.transport import client_config, connect, topic_partitions
+
+        self.topic = args.topic
+        self.partition = args.partition
+        conf, recorder = client_config(args, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                                                "partitioner": "murmur2_random"})
+        self.producer = Producer(conf)
+        metadata = connect(self.producer, args, recorder)  # fail fast: no listener, the HTTP front, no topic
+        topic_partitions(metadata, self.topic, None if self.partition is None else [self.partition])
+
+    def send(self, records) -> list[tuple[int, int, int]]:
+        from confluent_kafka import KafkaException
+
+        from lakelog.cli.transport import raise_kafka_error
+
+        cols = records.to_pydict()
+        headers = cols.get("headers") or [None] * records.num_rows
+        acked: list[tuple[int, int]] = []
+        failures: list = []
+
+        def report(err, msg) -> None:
+            if err is not None:
+                failures.append(err)
+            else:
+                acked.append((msg.partition(), msg.offset()))
+
+        partition = -1 if self.partition is None else self.partition  # -1: the partitioner chooses
+        for k, v, hs in zip(cols["key"], cols["value"], headers):
+            hdrs = [(h["key"], h["value"]) for h in hs] if hs else None
+            while True:
+                try:
+                    self.producer.produce(self.topic, value=v, key=k, partition=partition, headers=hdrs,
+                                          on_delivery=report)
+                    break
+                except BufferError:  # the client's queue is full: serve deliveries, then try again
+                    self.producer.poll(0.1)
+                except KafkaException as e:
+                    raise_kafka_error(e.args[0])
+        self.producer.flush()
+        if failures:
+            raise_kafka_error(failures[0])
+        ranges: dict[int, list[int]] = {}
+        for p, offset in acked:
+            r = ranges.setdefault(p, [offset, offset])
+            r[0], r[1] = min(r[0], offset), max(r[1], offset)
+        return [(p, lo, hi - lo + 1) for p, (lo, hi) in sorted(ranges.items())]
+
+    def close(self) -> None:
+        self.producer.flush()
+
+
 class HttpSink:
-    """Produces through a front (``--bootstrap URL``) with the idempotent :class:`lakelog.client.Producer`."""
+    """Produces through a front's HTTP address (``--url``) with the idempotent :class:`lakelog.client.Producer`."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         from lakelog.client import Producer
 
         self.topic = args.topic
         self.partition = args.partition
-        self.producer = Producer(args.bootstrap, token=os.environ.get("LAKELOG_TOKEN") or None,
+        self.producer = Producer(args.url, token=os.environ.get("LAKELOG_TOKEN") or None,
                                  batch_size=1 << 20, linger_ms=5)
         n = self.producer.partitions_for(self.topic)  # fail fast: UNKNOWN_TOPIC_OR_PARTITION, auth errors
         if self.partition is not None and not 0 <= self.partition < n:
@@ -141,8 +202,13 @@ class HttpSink:
 
 
 def open_sink(args: argparse.Namespace) -> RecordSink:
-    """The sink the arguments ask for: the front with ``--bootstrap``, else the storage root itself."""
-    return HttpSink(args) if getattr(args, "bootstrap", None) else LogSink(args)
+    """The sink the arguments ask for: a Kafka listener, a front's HTTP address, else the storage root."""
+    from lakelog.cli.transport import check_transport
+
+    check_transport(args)
+    if args.bootstrap_server:
+        return KafkaSink(args)
+    return HttpSink(args) if args.url else LogSink(args)
 
 
 # -- reading stdin --------------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""A Python client for lakelog's HTTP front (``lakelog serve``), over httpx.
+"""Python clients of a lakelog front (``lakelog serve``), shaped like Kafka's.
+
+The :class:`Producer` and :class:`Admin` talk to the front over HTTP (httpx). The :class:`Consumer` keeps its group
+membership and offsets through the front and reads records from storage itself, through
+:class:`lakelog.reader.fetcher.Fetcher`: data never flows through the front.
 
     from lakelog.client import Producer, Admin
 

@@ -9,7 +9,7 @@
 
 Only membership (join, heartbeat, leave) and offsets (commit, fetch) go
 through the front; records are read directly from the object store through
-the topic's Arrow index and a read-ahead :class:`~lakelog.client.fetcher.Fetcher`,
+the topic's Arrow index and a read-ahead :class:`~lakelog.reader.fetcher.Fetcher`,
 so data never flows through the front.  The storage root is the front's
 (``GET /v1/health``) unless ``root=`` is given; credentials come from the
 standard AWS environment or ``storage_options``.
@@ -19,19 +19,12 @@ default: with ``enable_auto_commit`` the positions of records returned by
 earlier polls are committed every ``auto_commit_interval_ms``, before a
 rebalance takes partitions away, and on :meth:`close`.
 
-Rebalances: a background thread heartbeats every ``heartbeat_interval_ms``
-(also while a rebalance waits for this member, so its session stays alive);
-when the coordinator answers ``REBALANCE_IN_PROGRESS`` the next :meth:`poll`
-rejoins.  Eager strategies revoke every partition first (``on_revoke`` with
-all of them, after the auto-commit); ``cooperative-sticky`` commits, rejoins
-and then revokes only the partitions that moved, and rejoins at once when the
-coordinator hands the moved partitions over in a follow-up round.  A member
-the coordinator no longer knows (``UNKNOWN_MEMBER_ID``, ``ILLEGAL_GENERATION``:
-its session expired) loses its partitions without committing (``on_revoke``,
-as Kafka's default ``onPartitionsLost``) and joins again.  A front that is
-unreachable (restarting) is retried: :meth:`poll` keeps serving the current
-assignment and rejoins once the front answers.  Callbacks run in the thread
-calling :meth:`poll`.
+Groups: the consumer is a member on Kafka's consumer protocol (KIP-848, as Kafka 4's ``group.protocol=consumer``):
+joins, heartbeats and the assignments the front sends are the
+:class:`~lakelog.client.consumer_coordinator.ConsumerCoordinator`'s; what is consumed and where, the
+:class:`~lakelog.client.subscription_state.SubscriptionState`'s. A front that is unreachable (restarting) is
+retried: :meth:`poll` keeps serving the current assignment. Callbacks run in the thread calling :meth:`poll`.
+HTTP members and Kafka members (``group.protocol=consumer``, or classic ones as Kafka 4 admits them) share groups.
 
 Isolation: ``isolation_level`` is ``"read_uncommitted"`` (the default, as
 kafka-python) or ``"read_committed"``; both read the same records, because
@@ -39,9 +32,9 @@ lakelog never stores uncommitted data: a transaction's records reach their
 topic tables only at its commit (an aborted one's never do), so every stored
 record is committed and the last stable offset is the high watermark.
 
-Static members (``group_instance_id``) do not leave the group on
-:meth:`close` (KIP-345): a restart within ``session_timeout_ms`` gets the same
-partitions back without a rebalance.
+Static members (``group_instance_id``) leave only for now on :meth:`close`
+(KIP-345, member epoch -2): a restart within ``session_timeout_ms`` gets the
+same partitions back without a rebalance.
 
 Not thread-safe, like Kafka's consumer: use one consumer per thread (the
 heartbeat thread is internal).
@@ -55,25 +48,24 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
-from urllib.parse import quote
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from lakelog.group.assignors import ASSIGNORS, TopicPartition
-from lakelog.client.fetcher import DEFAULT_MAX_PARTITION_FETCH_BYTES, Fetcher
+from lakelog.client.consumer_coordinator import ConsumerCoordinator, GroupSettings, OffsetAndMetadata
+from lakelog.client.subscription_state import Callback, SubscriptionState
 from lakelog.client.transport import Transport
-from lakelog.errors import (FencedInstanceId, IllegalGeneration, InvalidConfig, InvalidRequest, KafkaError,
-                            OffsetOutOfRange, RebalanceInProgress, UnknownMemberId)
+from lakelog.errors import InvalidConfig, InvalidRequest, KafkaError, OffsetOutOfRange
+from lakelog.group.assignors import TopicPartition
+from lakelog.group.server_assignors import SERVER_ASSIGNORS
+from lakelog.reader.fetcher import DEFAULT_MAX_PARTITION_FETCH_BYTES, Fetcher
+
+__all__ = ["Consumer", "ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp"]
 
 OFFSET_RESETS = ("earliest", "latest", "none")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-_REJOINS_PER_POLL = 4  # a cooperative rebalance takes two rounds; a few more absorb races
 _POLL_INTERVAL_S = 0.05  # how often an empty poll looks again (and retries an unreachable front)
 log = logging.getLogger(__name__)
-
-Callback = Callable[[list[TopicPartition]], None]
-
 
 @dataclass(frozen=True)
 class ConsumerRecord:
@@ -87,14 +79,6 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    """A committed position: the offset of the next record to consume, and free-form metadata."""
-
-    offset: int
-    metadata: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,14 +97,6 @@ class OffsetAndTimestamp:
     timestamp: int
 
 
-def _strategies(value: str | Sequence[str]) -> tuple[str, ...]:
-    names = (value,) if isinstance(value, str) else tuple(value)
-    bad = [n for n in names if n not in ASSIGNORS]
-    if not names or bad:
-        raise InvalidRequest(f"partition_assignment_strategy {bad or names!r} is not one of {', '.join(ASSIGNORS)}")
-    return names
-
-
 def _tp(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
@@ -131,7 +107,7 @@ class Consumer:
     def __init__(self, bootstrap: str | None = None, *, group_id: str | None = None,
                  group_instance_id: str | None = None, client_id: str = "lakelog-consumer",
                  token: str | None = None, root: str | None = None, storage_options: Mapping[str, str] | None = None,
-                 partition_assignment_strategy: str | Sequence[str] = "range", enable_auto_commit: bool = True,
+                 group_remote_assignor: str | None = None, enable_auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5000, auto_offset_reset: str = "latest",
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300_000, max_poll_records: int = 500,
@@ -159,41 +135,24 @@ class Consumer:
         self.isolation_level = isolation_level  # nothing to filter either way: see the module docstring
         self.group_instance_id = group_instance_id
         self.client_id = client_id
-        self.strategies = _strategies(partition_assignment_strategy)
-        self.cooperative = self.strategies[0] == "cooperative-sticky"
+        if group_remote_assignor is not None and group_remote_assignor not in SERVER_ASSIGNORS:
+            raise InvalidConfig(f"group_remote_assignor must be one of {', '.join(SERVER_ASSIGNORS)}, "
+                                f"got {group_remote_assignor!r}")
+        self.group_remote_assignor = group_remote_assignor
         self.enable_auto_commit = enable_auto_commit and group_id is not None and bootstrap is not None
-        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.auto_offset_reset = auto_offset_reset
-        self.session_timeout_ms = session_timeout_ms
-        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
-        self.rebalance_timeout_ms = max_poll_interval_ms
         self.max_poll_records = max_poll_records
-        self.metadata_max_age_s = metadata_max_age_ms / 1000
         self._http = Transport(bootstrap, token=token, timeout=max_poll_interval_ms / 1000 + 30) if bootstrap else None
         if root is None:
             root = self._http.json("GET", "/v1/health")["root"]
         self._log = Log(root, storage_options=storage_options)
         self._fetcher = Fetcher(self._log, max_partition_fetch_bytes=max_partition_fetch_bytes)
-        self._group_path = f"/v1/groups/{quote(group_id, safe='')}" if group_id else ""
-        self._topics: tuple[str, ...] = ()
-        self._pattern: re.Pattern | None = None
-        self._pattern_checked = 0.0
-        self._on_assign: Callback | None = None
-        self._on_revoke: Callback | None = None
-        self._manual = False
-        self._assignment: set[TopicPartition] = set()
-        self._positions: dict[TopicPartition, int] = {}
-        self._paused: set[TopicPartition] = set()
-        # shared with the heartbeat thread (single attribute reads/writes only)
-        self._member_id: str | None = None
-        self._generation = -1
-        self._joining = False
-        self._lost = False  # the coordinator no longer knows this member: its partitions are gone
-        self._needs_join = threading.Event()
-        self._fatal: KafkaError | None = None
-        self._hb_stop = threading.Event()
-        self._hb_thread: threading.Thread | None = None
-        self._last_commit = time.monotonic()
+        self._subs = SubscriptionState(on_drop=self._fetcher.drop)
+        self._coordinator = ConsumerCoordinator(
+            GroupSettings(group_id, group_instance_id, client_id, group_remote_assignor, self.enable_auto_commit,
+                          auto_commit_interval_ms / 1000, session_timeout_ms, heartbeat_interval_ms / 1000,
+                          max_poll_interval_ms, metadata_max_age_ms / 1000),
+            self._http, self._subs, self._log.list_topics)
         self._closed = False
         self._rr = 0
 
@@ -210,192 +169,46 @@ class Consumer:
             topics = [topics]
         if topics is not None and not list(topics):
             raise InvalidRequest("subscribe() needs at least one topic; call unsubscribe() to stop consuming")
-        if self._manual:
+        subs = self._subs
+        if subs.manual:
             raise InvalidRequest("subscribe() after assign() is not allowed; call unsubscribe() first")
-        self._pattern = re.compile(pattern) if pattern is not None else None
-        self._topics = tuple(sorted(set(topics))) if topics is not None else self._match_pattern()
-        self._on_assign, self._on_revoke = on_assign, on_revoke
-        self._needs_join.set()
-
-    def _match_pattern(self) -> tuple[str, ...]:
-        self._pattern_checked = time.monotonic()
-        return tuple(t for t in self._log.list_topics() if self._pattern and self._pattern.fullmatch(t))
+        subs.pattern = re.compile(pattern) if pattern is not None else None
+        subs.topics = tuple(sorted(set(topics))) if topics is not None else self._coordinator.match_pattern()
+        subs.on_assign, subs.on_revoke = on_assign, on_revoke
+        self._coordinator.subscription_changed()
 
     def subscription(self) -> set[str]:
-        return set(self._topics)
+        return set(self._subs.topics)
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Manual assignment: no group membership, no rebalances (commits are simple commits)."""
-        if self._topics or self._pattern is not None:
+        if self._subs.topics or self._subs.pattern is not None:
             raise InvalidRequest("assign() after subscribe() is not allowed; call unsubscribe() first")
-        self._manual = True
-        self._assignment = {_tp(tp) for tp in partitions}
-        self._positions = {tp: o for tp, o in self._positions.items() if tp in self._assignment}
-        self._paused &= self._assignment
-        self._fetcher.retain(self._assignment)
+        self._subs.assign({_tp(tp) for tp in partitions})
+        self._fetcher.retain(self._subs.assignment)
 
     def unsubscribe(self) -> None:
         """Give up the subscription (committing first with auto-commit) or the manual assignment."""
-        if self._member_id is not None:
-            self._revoke(sorted(self._assignment))
-            self._leave()
-        self._topics, self._pattern, self._manual = (), None, False
-        self._needs_join.clear()
-        self._drop(set(self._assignment))
+        if self._coordinator.member_id is not None:
+            self._coordinator.revoke(sorted(self._subs.assignment))
+            self._coordinator.leave()
+        self._subs.clear()
+        self._coordinator.needs_join.clear()
+        self._coordinator.drop(set(self._subs.assignment))
 
     def assignment(self) -> set[TopicPartition]:
         """The (topic, partition) pairs currently assigned to this consumer."""
-        return set(self._assignment)
+        return set(self._subs.assignment)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group, generation and member id the current assignment belongs to."""
-        return ConsumerGroupMetadata(self.group_id, self._generation, self._member_id, self.group_instance_id)
-
-    # -- membership ---------------------------------------------------------------------------
-    def _ensure_membership(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
-        if self._manual or not self._topics and self._pattern is None:
-            return
-        if self._lost:
-            self._lose_all()
-        if self._pattern is not None and time.monotonic() - self._pattern_checked > self.metadata_max_age_s:
-            topics = self._match_pattern()
-            if topics != self._topics:
-                self._topics = topics
-                self._needs_join.set()
-        for _ in range(_REJOINS_PER_POLL):
-            if not (self._needs_join.is_set() and self._topics):
-                break
-            self._rejoin()
-
-    def _rejoin(self) -> None:
-        old = set(self._assignment)
-        if not self.cooperative and old:
-            self._revoke(sorted(old))  # eager: give everything back before rejoining
-            old = set()
-        elif old and self.enable_auto_commit:
-            self._commit_quietly(old)  # cooperative: still the owner in this generation
-        self._needs_join.clear()
-        body = {"topics": list(self._topics), "protocols": list(self.strategies), "client_id": self.client_id,
-                "session_timeout_ms": self.session_timeout_ms, "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "member_id": self._member_id, "group_instance_id": self.group_instance_id}
-        self._joining = True  # until the new generation is recorded: a heartbeat in between would be stale
-        try:
-            joined = self._http.json("POST", f"{self._group_path}/members", json=body)
-            self._member_id, self._generation = joined["member_id"], joined["generation"]
-        except UnknownMemberId:
-            self._member_id = None
-            self._lose_all()
-            self._needs_join.set()
-            return
-        except RebalanceInProgress:
-            self._needs_join.set()
-            return
-        except KafkaError as e:
-            if e.retriable:
-                self._needs_join.set()
-            raise
-        finally:
-            self._joining = False
-        self._lost = False
-        new = {TopicPartition(a["topic"], a["partition"]) for a in joined["assignment"]}
-        lost, added = sorted(old - new), sorted(new - old)
-        if lost:
-            self._revoke(lost, commit=False)  # committed above; the new generation no longer lets us
-        self._assignment = new
-        self._paused &= new
-        if added and self._on_assign is not None:
-            self._on_assign(added)
-        self._start_heartbeat()
-        if self.cooperative:
-            self._heartbeat_once()  # a follow-up round hands over what moved: join it now, not a heartbeat later
-
-    def _revoke(self, partitions: list[TopicPartition], *, commit: bool = True) -> None:
-        if commit and self.enable_auto_commit:
-            self._commit_quietly(set(partitions))
-        if self._on_revoke is not None and partitions:
-            self._on_revoke(partitions)
-        self._drop(set(partitions))
-
-    def _lose_all(self) -> None:
-        """The coordinator dropped this member: its partitions already belong to others; commit nothing."""
-        self._lost = False
-        lost = sorted(self._assignment)
-        if lost and self._on_revoke is not None:
-            self._on_revoke(lost)
-        self._drop(set(lost))
-
-    def _drop(self, partitions: set[TopicPartition]) -> None:
-        for tp in partitions:
-            self._assignment.discard(tp)
-            self._positions.pop(tp, None)
-            self._paused.discard(tp)
-            self._fetcher.drop(tp)
-
-    def _commit_quietly(self, partitions: set[TopicPartition]) -> None:
-        mine = {tp: o for tp, o in self._positions.items() if tp in partitions}
-        if not mine:
-            return
-        try:
-            self._commit(mine)
-        except KafkaError as e:  # the generation moved on or the front is away: the next owner re-reads
-            log.warning("offset commit before a rebalance failed for group %s: %s", self.group_id, e)
-
-    def _start_heartbeat(self) -> None:
-        if self._hb_thread is None:
-            self._hb_stop = threading.Event()
-            self._hb_thread = threading.Thread(target=self._heartbeat_loop, args=(self._hb_stop,), daemon=True,
-                                               name=f"lakelog-heartbeat-{self.client_id}")
-            self._hb_thread.start()
-
-    def _heartbeat_loop(self, stop: threading.Event) -> None:
-        while not stop.wait(self.heartbeat_interval_s):
-            if self._joining:
-                continue  # a pending join pauses the session on the coordinator's side
-            self._heartbeat_once()
-            if self._fatal is not None:
-                return
-
-    def _heartbeat_once(self) -> None:
-        member, generation = self._member_id, self._generation
-        if member is None:
-            return
-        try:
-            self._http.request("POST", f"{self._group_path}/members/{quote(member, safe='')}/heartbeat",
-                               json={"generation": generation, "group_instance_id": self.group_instance_id},
-                               timeout=max(self.heartbeat_interval_s * 3, 5))
-        except RebalanceInProgress:
-            if not self._joining and self._generation == generation:  # not made stale by a join meanwhile
-                self._needs_join.set()
-        except (IllegalGeneration, UnknownMemberId) as e:
-            if not self._joining and self._member_id == member and self._generation == generation:
-                if isinstance(e, UnknownMemberId):
-                    self._member_id = None  # join again as a new member
-                self._lost = True
-                self._needs_join.set()
-        except FencedInstanceId as e:
-            self._fatal = e
-        except KafkaError as e:  # the front may be restarting: keep trying within the session timeout
-            log.debug("heartbeat of %s in group %s failed: %s", member, self.group_id, e)
-
-    def _leave(self) -> None:
-        self._hb_stop.set()
-        if self._hb_thread is not None and self._hb_thread is not threading.current_thread():
-            self._hb_thread.join(timeout=10)
-        self._hb_thread = None
-        if self._member_id is not None and self._http is not None and not self.group_instance_id:
-            try:
-                self._http.request("DELETE", f"{self._group_path}/members/{quote(self._member_id, safe='')}")
-            except KafkaError as e:
-                log.warning("leaving group %s failed (the session timeout will remove %s): %s",
-                            self.group_id, self._member_id, e)
-        self._member_id = None
+        return ConsumerGroupMetadata(self.group_id, self._coordinator.epoch, self._coordinator.member_id,
+                                     self.group_instance_id)
 
     # -- positions ---------------------------------------------------------------------------------
     def _check_assigned(self, tp: TopicPartition) -> TopicPartition:
         tp = _tp(tp)
-        if tp not in self._assignment:
+        if tp not in self._subs.assignment:
             raise InvalidRequest(f"{tp} is not assigned to this consumer")
         return tp
 
@@ -410,27 +223,29 @@ class Consumer:
         return {tp: by_topic[tp.topic][tp.partition] for tp in tps}
 
     def _initial_positions(self) -> None:
-        missing = [tp for tp in self._assignment if tp not in self._positions]
+        positions = self._subs.positions
+        missing = [tp for tp in self._subs.assignment if tp not in positions]
         if not missing:
             return
-        committed = self._fetch_committed({tp.topic for tp in missing}) if self.group_id and self._http else {}
+        committed = (self._coordinator.fetch_committed({tp.topic for tp in missing})
+                     if self.group_id and self._http else {})
         resets = self._resets(tp for tp in sorted(missing) if committed.get(tp) is None)
         for tp in missing:
             off = committed.get(tp)
-            self._positions[tp] = off.offset if off is not None else resets[tp]
+            positions[tp] = off.offset if off is not None else resets[tp]
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record this consumer will return for ``tp``."""
         tp = self._check_assigned(tp)
         self._initial_positions()
-        return self._positions[tp]
+        return self._subs.positions[tp]
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """The next poll returns ``tp``'s records from ``offset`` on."""
         tp = self._check_assigned(tp)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidRequest(f"offset must be an integer >= 0, got {offset!r}")
-        self._positions[tp] = offset
+        self._subs.positions[tp] = offset
         self._fetcher.drop(tp)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
@@ -438,9 +253,9 @@ class Consumer:
         self._seek_by(partitions, "earliest")
 
     def _seek_by(self, partitions, strategy: str) -> None:
-        tps = [self._check_assigned(tp) for tp in partitions or sorted(self._assignment)]
+        tps = [self._check_assigned(tp) for tp in partitions or sorted(self._subs.assignment)]
         for tp, offset in self._resets(tps, strategy).items():
-            self._positions[tp] = offset
+            self._subs.positions[tp] = offset
             self._fetcher.drop(tp)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
@@ -449,13 +264,13 @@ class Consumer:
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning records of these partitions (their buffers and positions are kept)."""
-        self._paused |= {self._check_assigned(tp) for tp in partitions}
+        self._subs.paused |= {self._check_assigned(tp) for tp in partitions}
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._paused -= {_tp(tp) for tp in partitions}
+        self._subs.paused -= {_tp(tp) for tp in partitions}
 
     def paused(self) -> set[TopicPartition]:
-        return set(self._paused)
+        return set(self._subs.paused)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._resets(map(_tp, partitions), "earliest")
@@ -485,14 +300,14 @@ class Consumer:
         """Like :meth:`poll`, but each partition's records as one Arrow table (``FILE_SCHEMA``; the fast path)."""
         if self._closed:
             raise InvalidRequest("the consumer is closed")
-        if not self._manual and not self._topics and self._pattern is None:
+        if not self._subs.subscribed:
             raise InvalidRequest("the consumer is not subscribed to any topics or assigned any partitions")
         deadline = time.monotonic() + timeout_ms / 1000
         limit = max_records or self.max_poll_records
         while True:
             try:
-                self._ensure_membership()
-                self._maybe_auto_commit()
+                self._coordinator.ensure_membership()
+                self._coordinator.maybe_auto_commit()
                 self._initial_positions()
             except KafkaError as e:
                 if not e.retriable:
@@ -505,7 +320,8 @@ class Consumer:
             time.sleep(min(_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
 
     def _fetch_round(self, limit: int) -> dict[TopicPartition, pa.Table]:
-        active = sorted(tp for tp in self._assignment if tp not in self._paused and tp in self._positions)
+        subs = self._subs
+        active = sorted(tp for tp in subs.assignment if tp not in subs.paused and tp in subs.positions)
         if not active:
             return {}
         self._rr = (self._rr + 1) % len(active)
@@ -516,9 +332,9 @@ class Consumer:
             if budget <= 0:
                 break
             try:
-                records, self._positions[tp] = self._fetcher.take(tp, self._positions[tp], budget)
+                records, subs.positions[tp] = self._fetcher.take(tp, subs.positions[tp], budget)
             except OffsetOutOfRange:
-                self._positions[tp] = self._resets([tp])[tp]  # e.g. retention removed our position ('none' raises)
+                subs.positions[tp] = self._resets([tp])[tp]  # e.g. retention removed our position ('none' raises)
                 continue
             if records is not None and records.num_rows:
                 out[tp] = records
@@ -544,41 +360,13 @@ class Consumer:
         return out
 
     # -- offsets --------------------------------------------------------------------------------------
-    def _fetch_committed(self, topics: set[str]) -> dict[TopicPartition, OffsetAndMetadata]:
-        out = {}
-        for topic in sorted(topics):
-            rows = self._http.json("GET", f"{self._group_path}/offsets", params={"topic": topic})
-            for r in rows["offsets"]:
-                if r.get("offset") is not None and r["offset"] >= 0:
-                    out[TopicPartition(r["topic"], r["partition"])] = OffsetAndMetadata(r["offset"],
-                                                                                        r.get("metadata") or "")
-        return out
-
     def committed(self, tp: TopicPartition) -> int | None:
         """The group's committed offset for ``tp`` (None if there is none)."""
         if self.group_id is None or self._http is None:
             raise InvalidRequest("committed() needs group_id and bootstrap")
         tp = _tp(tp)
-        got = self._fetch_committed({tp.topic}).get(tp)
+        got = self._coordinator.fetch_committed({tp.topic}).get(tp)
         return got.offset if got else None
-
-    def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
-        if self.group_id is None or self._http is None:
-            raise InvalidRequest("commit needs group_id and bootstrap")
-        entries = []
-        for tp, o in sorted(offsets.items()):
-            offset = o.offset if isinstance(o, OffsetAndMetadata) else o
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise InvalidRequest(f"offset to commit for {tp} must be an integer >= 0, got {offset!r}")
-            entries.append({"topic": tp.topic, "partition": tp.partition, "offset": offset,
-                            "metadata": o.metadata if isinstance(o, OffsetAndMetadata) else None})
-        body: dict = {"offsets": entries}
-        if self._member_id is not None:
-            body.update(member_id=self._member_id, generation_id=self._generation)
-            if self.group_instance_id:
-                body["group_instance_id"] = self.group_instance_id
-        self._http.json("POST", f"{self._group_path}/offsets", json=body)
-        self._last_commit = time.monotonic()
 
     def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
         """commitSync: the given offsets, or the positions of every assigned partition.
@@ -587,22 +375,22 @@ class Consumer:
         partitions away (the next owner resumes from the last successful commit).
         """
         offsets = ({_tp(tp): o for tp, o in offsets.items()} if offsets is not None
-                   else {tp: o for tp, o in self._positions.items() if tp in self._assignment})
+                   else self._subs.assigned_positions())
         if offsets:
-            self._commit(offsets)
+            self._coordinator.commit(offsets)
 
     def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
                      callback: Callable[[Mapping, KafkaError | None], None] | None = None) -> Future:
         """commitAsync: returns a future; ``callback(offsets, error)`` runs when it completes."""
         snapshot = ({_tp(tp): o for tp, o in offsets.items()} if offsets is not None
-                    else {tp: o for tp, o in self._positions.items() if tp in self._assignment})
+                    else self._subs.assigned_positions())
         fut: Future = Future()
 
         def run() -> None:
             err = None
             try:
                 if snapshot:
-                    self._commit(snapshot)
+                    self._coordinator.commit(snapshot)
             except KafkaError as e:
                 err = e
             if callback is not None:
@@ -612,30 +400,23 @@ class Consumer:
         threading.Thread(target=run, daemon=True, name=f"lakelog-commit-{self.client_id}").start()
         return fut
 
-    def _maybe_auto_commit(self) -> None:
-        if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s:
-            self._last_commit = time.monotonic()
-            try:
-                self.commit()
-            except (IllegalGeneration, UnknownMemberId, RebalanceInProgress) as e:
-                log.info("auto-commit for group %s refused (%s); rejoining", self.group_id, e)
-                self._needs_join.set()
-            except KafkaError as e:
-                log.warning("auto-commit for group %s failed: %s", self.group_id, e)
-
     def close(self, autocommit: bool = True) -> None:
-        """Commit (if auto-commit is on), leave the group (dynamic members) and release resources."""
+        """Commit (if auto-commit is on), revoke the assignment (``on_revoke``), leave the group (a static member
+        only for now) and release resources."""
         if self._closed:
             return
         self._closed = True
+        coordinator, assigned = self._coordinator, self._subs.assignment
         try:
-            if autocommit and self.enable_auto_commit and self._assignment and not self._lost:
+            if coordinator.member_id is not None and assigned and not coordinator.lost:
+                coordinator.revoke(sorted(assigned), commit=autocommit)  # as Kafka's close: commit, revoke
+            elif autocommit and self.enable_auto_commit and assigned and not coordinator.lost:
                 try:
                     self.commit()
                 except KafkaError as e:
                     log.warning("final auto-commit for group %s failed: %s", self.group_id, e)
         finally:
-            self._leave()
+            self._coordinator.leave()
             if self._http is not None:
                 self._http.close()
 

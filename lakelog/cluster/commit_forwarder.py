@@ -42,8 +42,8 @@ class CommitForwarder:
 
         While partition 0's holder is not live (it died, and the lease is not yet taken) the committer front is
         the one the lease keeper assigned partition 0 to, which takes the lease at its next pass: with every
-        front committing directly meanwhile, one front's back-to-back commits starved another's for seconds
-        (measured), holding up that front's lease pass behind its topic's lock."""
+        front committing directly meanwhile, one front's back-to-back commits can starve another's for seconds,
+        holding up that front's lease pass behind its topic's lock (docs/architecture.md, "Several fronts")."""
         lease = unpack(snap.txn(lease_app(0)))
         front = self.keeper.front(lease.node_id) if lease is not None else None
         if front is None and (assigned := self.keeper.assigned(snap.topic, 0)) is not None:

@@ -14,6 +14,9 @@ create call returns (dealt with the last pass's view of the fronts and the other
 elects a new topic's leaders as it creates it; the other fronts take theirs at their next pass, within
 ``interval``.
 
+The keeper is the Log's :class:`~lakelog.log.LeaseView`: it is built first, given to the Log, and started with
+that Log (:meth:`LeaseKeeper.start`); a pass can also be run directly on a Log (:meth:`LeaseKeeper.run_pass`).
+
 Thread safety: one background thread takes the leases, another beats the heartbeat, and a topic's creator takes
 its share on its own thread, one of them at a time. :meth:`front`, :meth:`live` and :meth:`assigned` read a
 snapshot of the last pass.
@@ -34,23 +37,22 @@ log = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    def __init__(self, log_: Log, membership: Membership, interval_s: float | None = None) -> None:
-        if log_.node_id is None or log_.node_id != membership.me.node_id:
-            raise ValueError("the Log and the membership must name the same node id")
-        self.log, self.membership = log_, membership
+    def __init__(self, membership: Membership, interval_s: float | None = None) -> None:
+        self.membership = membership
+        self.log: Log | None = None  # the Log whose leases it keeps, from start()
         self.interval_s = interval_s if interval_s is not None else membership.session_timeout_ms / 3000
         self._fronts: dict[int, FrontInfo] = {membership.me.node_id: membership.me}
         self._assignment: dict[tuple[str, int], int] = {}
         self._partitions: dict[str, dict[int, int | None]] = {}  # topic -> partition -> lease holder, as last read
         self._stop = threading.Event()
         self._pass_lock = threading.Lock()
-        log_.locate_node = self.locate
-        log_.on_new_partitions = self._new_partitions
         self._threads: list[threading.Thread] = []
         self.passes = 0  # completed passes (tests wait on it)
 
-    def start(self) -> "LeaseKeeper":
-        self.run_once()
+    def start(self, log_: Log) -> "LeaseKeeper":
+        """A heartbeat and a pass, then keep ``log_``'s leases (built with this keeper) in the background."""
+        self.run_once(log_)
+        self.log = log_
         self._threads = [threading.Thread(target=self._beat, name="lakelog-front-heartbeat", daemon=True),
                          threading.Thread(target=self._run, name="lakelog-lease-keeper", daemon=True)]
         for t in self._threads:
@@ -92,65 +94,68 @@ class LeaseKeeper:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.run_pass()
+                self.run_pass(self.log)
             except Exception as e:  # storage trouble: try again next pass; leases expire only with heartbeats
                 log.warning("lease keeper pass failed: %s", e)
-            self.open_writers()
+            self.open_writers(self.log)
 
-    def open_writers(self) -> None:
+    def open_writers(self, log_: Log) -> None:
         """Open the writer of every topic the last pass assigned this front a partition of (Kafka's broker
         loads the logs it leads as it becomes their leader): the first produce to it then pays no table read.
         Not at start-up (:meth:`start` returns after one pass) but from the next pass on, in the background."""
-        me = self.log.node_id
+        me = log_.node_id
         for topic in dict.fromkeys(t for (t, _), node in self._assignment.items() if node == me):
             if self._stop.is_set():
                 return
             try:
-                self.log.open_writer(topic)
+                log_.open_writer(topic)
             except Exception as e:  # deleted meanwhile, or storage trouble: the first append opens it
                 log.warning("opening the writer of %s: %s", topic, e)
 
-    def _new_partitions(self, topic: str) -> None:
-        """Take this front's share of the partitions it just created: the assignment over the fronts and the other
-        topics' holders seen by the last pass, with only this topic read again (a full pass reads every topic's
-        log, which under S3 latency would make creating a topic slower the more topics there are). The topic
-        exists whatever this meets; what fails is taken at the next pass."""
-        if self._stop.is_set() or is_internal(topic):  # internal topics are not leased (as list_topics leaves them)
+    def new_partitions(self, log_: Log, topic: str) -> None:
+        """Take this front's share of the partitions its started Log just created: the assignment over the fronts
+        and the other topics' holders seen by the last pass, with only this topic read again (a full pass reads
+        every topic's log, which under S3 latency would make creating a topic slower the more topics there are).
+        The topic exists whatever this meets; what fails is taken at the next pass."""
+        # internal topics are not leased (as list_topics leaves them)
+        if log_ is not self.log or self._stop.is_set() or is_internal(topic):
             return
         try:
             with self._pass_lock:
-                self._look(topic)
-                self._deal([topic])
+                self._look(log_, topic)
+                self._deal(log_, [topic])
         except Exception as e:
             log.warning("taking the leases of the new partitions of %s: %s", topic, e)
 
-    def run_once(self) -> None:
+    def run_once(self, log_: Log) -> None:
         """A heartbeat, then a lease pass."""
         self.membership.heartbeat()
-        self.run_pass()
+        self.run_pass(log_)
 
-    def run_pass(self) -> None:
-        """Read the live fronts and every topic, and take the leases assigned to this front that it does not
-        hold, one commit per topic."""
+    def run_pass(self, log_: Log) -> None:
+        """Read the live fronts and every topic, and take the leases assigned to this front that ``log_`` (of
+        this front's node id) does not hold, one commit per topic."""
+        if log_.node_id is None or log_.node_id != self.membership.me.node_id:
+            raise ValueError("the Log and the membership must name the same node id")
         with self._pass_lock:
             live = self.membership.live()
             self._fronts = {f.node_id: f for f in live} | {self.membership.me.node_id: self.membership.me}
             self._partitions.clear()
-            for t in self.log.list_topics():
-                self._look(t)
-            self._deal(list(self._partitions))
+            for t in log_.list_topics():
+                self._look(log_, t)
+            self._deal(log_, list(self._partitions))
             self.passes += 1
 
-    def _look(self, topic: str) -> None:
+    def _look(self, log_: Log, topic: str) -> None:
         """Note the topic's partitions and who holds their leases, from its snapshot."""
-        snap = self.log.snapshot(topic)
+        snap = log_.snapshot(topic)
         self._partitions[topic] = {p: None if (held := unpack(snap.txn(lease_app(p)))) is None else held.node_id
                                    for p in range(snap.partition_count)}
 
-    def _deal(self, topics: list[str]) -> None:
+    def _deal(self, log_: Log, topics: list[str]) -> None:
         """Assign every partition noted over the fronts known, and take those of ``topics`` assigned to this
         front that it does not hold."""
-        me = self.log.node_id
+        me = log_.node_id
         holders = {(t, p): node for t, parts in self._partitions.items() for p, node in parts.items()
                    if node is not None}
         pairs = [(t, p) for t, parts in self._partitions.items() for p in parts]
@@ -161,7 +166,7 @@ class LeaseKeeper:
             if not partitions:
                 continue
             try:
-                self.log.take_leases(topic, partitions)
+                log_.take_leases(topic, partitions)
                 log.warning("node %d took the leases of %s partitions %s (were %s)", me, topic, partitions,
                             [parts[p] for p in partitions])
             except KafkaError as e:  # deleted meanwhile, or lost to commits: the next pass tries again

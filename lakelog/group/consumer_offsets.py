@@ -3,13 +3,14 @@
 As in Kafka, an offset commit is a record of an internal compacted topic:
 
 * key   = JSON ``["<group>", "<topic>", <partition>]`` (UTF-8, no spaces);
-* value = JSON ``{"offset": O, "metadata": "...", "commit_timestamp": ms}``, or null
+* value = JSON ``{"offset": O, "metadata": "...", "commit_timestamp": ms, "leader_epoch": E}`` (the epoch
+  only when the committer named one, as OffsetCommit v6+ and TxnOffsetCommit v2+ do), or null
   (a tombstone: the group's offset for that partition was deleted).
 
 Group metadata (Kafka's ``GroupMetadataKey``) lives in the same topic under the
 key JSON ``["<group>"]``: the value is the coordinator's saved state of the
-group (generation, protocol, members and their assignments), or null once
-the group was deleted.
+group (:mod:`lakelog.group.group_coordinator`), or null once the group was
+deleted.
 
 All keys of one group live in one partition, ``murmur2(group) % partitions``
 (Kafka's ``partitionFor(groupId)``), so a commit of several partitions is one
@@ -38,7 +39,7 @@ from lakelog.errors import InvalidRequest, KafkaError, OffsetMetadataTooLarge, T
 from lakelog.group.group_id import validate_group_id
 from lakelog.writer.partitioner import partition_for_key
 from lakelog.storage.topic_name import validate_topic_name
-from lakelog.writer.committer import PartitionBatch
+from lakelog.writer.records import PartitionBatch
 from lakelog.reader.log_reader import fetch
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class CommittedOffset:
     offset: int
     metadata: str
     commit_timestamp: int  # epoch ms
+    leader_epoch: int = -1  # the committed leader epoch (-1: none given)
 
 
 def encode_key(group: str, topic: str, partition: int) -> bytes:
@@ -150,7 +152,7 @@ class OffsetStore:
                 if stamp is None:
                     stamp = int(ts.timestamp() * 1000) if ts is not None else 0
                 entry = CommittedOffset(k[0], k[1], k[2], int(v["offset"]), str(v.get("metadata") or ""),
-                                        int(stamp))
+                                        int(stamp), int(v.get("leader_epoch", -1)))
             except (ValueError, TypeError, KeyError):
                 return
         self._state[k] = (log_offset, entry)
@@ -175,8 +177,11 @@ class OffsetStore:
             return sorted({g for (g, _, _), (_, e) in self._state.items() if e is not None})
 
     # -- writing -----------------------------------------------------------------------
-    def commit(self, group: str, offsets: Iterable[tuple[str, int, int, str | None]]) -> list[CommittedOffset]:
-        """Commit ``(topic, partition, offset, metadata)`` tuples for ``group`` atomically.
+    def commit(self, group: str, offsets: Iterable[tuple], *, min_offset: int = 0) -> list[CommittedOffset]:
+        """Commit ``(topic, partition, offset, metadata[, leader_epoch])`` tuples for ``group`` atomically.
+
+        Offsets below ``min_offset`` are refused; the Kafka front passes Kafka's bound (any int64: a broker stores
+        what OffsetCommit sends, and kafkajs commits -2 to reset a group to the earliest offset).
 
         Validates everything first (``INVALID_GROUP_ID``, ``INVALID_TOPIC_EXCEPTION``,
         ``INVALID_REQUEST``, ``OFFSET_METADATA_TOO_LARGE``): a rejected commit writes nothing.
@@ -187,14 +192,20 @@ class OffsetStore:
         entries: dict[tuple[str, int], CommittedOffset] = {}
         for item in offsets:
             try:
-                topic, partition, offset, metadata = item
+                topic, partition, offset, metadata, *epoch = item
+                leader_epoch = epoch[0] if epoch else -1
+                if len(epoch) > 1:
+                    raise ValueError
             except (TypeError, ValueError):
-                raise InvalidRequest(f"an offset commit entry must be (topic, partition, offset, metadata), "
-                                     f"got {item!r}") from None
+                raise InvalidRequest(f"an offset commit entry must be (topic, partition, offset, metadata"
+                                     f"[, leader_epoch]), got {item!r}") from None
+            if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int) or not -1 <= leader_epoch < 2**31:
+                raise InvalidRequest(f"leader epoch of the commit for {topic} must be an int32 >= -1, "
+                                     f"got {leader_epoch!r}")
             validate_topic_name(topic)
-            for name, v in (("partition", partition), ("offset", offset)):
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise InvalidRequest(f"{name} of the commit for {topic} must be an integer >= 0, got {v!r}")
+            for name, v, low in (("partition", partition, 0), ("offset", offset, min_offset)):
+                if isinstance(v, bool) or not isinstance(v, int) or not low <= v < 2**63:
+                    raise InvalidRequest(f"{name} of the commit for {topic} must be an integer >= {low}, got {v!r}")
             metadata = metadata or ""
             if not isinstance(metadata, str):
                 raise InvalidRequest(f"metadata of the commit for {topic}-{partition} must be a string")
@@ -202,24 +213,25 @@ class OffsetStore:
                 raise OffsetMetadataTooLarge(
                     f"metadata of the commit for {topic}-{partition} is {len(metadata.encode())} bytes, "
                     f"larger than offset.metadata.max.bytes={OFFSET_METADATA_MAX_BYTES}")
-            entries[(topic, partition)] = CommittedOffset(group, topic, partition, offset, metadata, now)
+            entries[(topic, partition)] = CommittedOffset(group, topic, partition, offset, metadata, now, leader_epoch)
         if not entries:
             raise InvalidRequest(f"offset commit for group {group} lists no offsets")
         records = [{"key": encode_key(group, e.topic, e.partition),
                     "value": json.dumps({"offset": e.offset, "metadata": e.metadata,
-                                         "commit_timestamp": e.commit_timestamp}).encode(),
+                                         "commit_timestamp": e.commit_timestamp,
+                                         **({"leader_epoch": e.leader_epoch} if e.leader_epoch >= 0 else {})}).encode(),
                     "timestamp": now} for e in entries.values()]
         self._write(group, records)
         return list(entries.values())
 
     def delete_group(self, group: str) -> int:
-        """Delete every committed offset of ``group`` (tombstones); returns how many were deleted."""
+        """Delete the group: tombstones for every committed offset and for its saved state, in one atomic batch
+        (Kafka's DeleteGroups); returns the log offset of the state's tombstone."""
         validate_group_id(group)
         keys = [(e.topic, e.partition) for e in self.fetch(group)]
-        if not keys:
-            return 0
-        self._write(group, [{"key": encode_key(group, t, p), "value": None} for t, p in keys])
-        return len(keys)
+        records = [{"key": encode_key(group, t, p), "value": None} for t, p in keys]
+        records.append({"key": encode_group_key(group), "value": None})
+        return self._write(group, records)
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
         """Delete ``group``'s committed offsets of ``(topic, partition)`` (Kafka's OffsetDelete; tombstones);
@@ -232,19 +244,24 @@ class OffsetStore:
         return len(keys)
 
     # -- group metadata (the coordinator's GroupStore) ---------------------------------------
-    def save_group(self, group: str, metadata: dict | None) -> None:
-        """Save the coordinator's state of ``group`` (None deletes it)."""
+    def save_group(self, group: str, metadata: dict | None) -> int:
+        """Save the coordinator's state of ``group`` (None deletes it); returns the record's log offset."""
         value = json.dumps(metadata, separators=(",", ":")).encode() if metadata is not None else None
-        self._write(group, [{"key": encode_group_key(group), "value": value}])
+        return self._write(group, [{"key": encode_group_key(group), "value": value}])
 
     def load_groups(self, *, refresh: bool = True) -> dict[str, dict]:
         """The saved state of every group that has one."""
+        return {g: v for g, (_, v) in self.group_records(refresh=refresh).items() if v is not None}
+
+    def group_records(self, *, refresh: bool = True) -> dict[str, tuple[int, dict | None]]:
+        """Per group, the log offset and value (None: a tombstone) of its newest state record."""
         if refresh:
             self.refresh()
         with self._lock:
-            return {g: v for g, (_, v) in self._groups.items() if v is not None}
+            return dict(self._groups)
 
-    def _write(self, group: str, records: list[dict]) -> None:
+    def _write(self, group: str, records: list[dict]) -> int:
+        """Append ``records`` to the group's partition; returns the log offset of the last one."""
         snap = self.log.snapshot(OFFSETS_TOPIC)
         partition = partition_for_key(group.encode(), snap.partition_count)
         batch = PartitionBatch(partition, records)  # normalised on creation
@@ -257,3 +274,4 @@ class OffsetStore:
         with self._lock:  # apply our own records now: reads after a commit see it
             for i, r in enumerate(records):
                 self._apply(result.base_offset + i, r["key"], r["value"], None)
+        return result.base_offset + len(records) - 1

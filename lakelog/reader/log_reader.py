@@ -48,8 +48,10 @@ def check_partition(snap: TopicSnapshot, partition: int) -> None:
 
 
 def fetch(root: StorageRoot, snap: TopicSnapshot, partition: int, offset: int, *, max_records: int | None = None,
-          max_bytes: int | None = None) -> FetchResult:
-    """Records with offset >= ``offset`` (at least one if any, like Kafka, even past ``max_bytes``)."""
+          max_bytes: int | None = None, record_overhead: int = 0) -> FetchResult:
+    """Records with offset >= ``offset`` (at least one if any, like Kafka, even past ``max_bytes``).  A record
+    counts against ``max_bytes`` as its key and value plus ``record_overhead`` (what its caller's encoding adds
+    per record)."""
     check_partition(snap, partition)
     hw, lso = snap.high_watermark(partition), snap.log_start_offset(partition)
     if offset < lso or offset > hw:
@@ -62,8 +64,8 @@ def fetch(root: StorageRoot, snap: TopicSnapshot, partition: int, offset: int, *
         if max_records is not None and count + t.num_rows > max_records:
             t = t.slice(0, max_records - count)
         if max_bytes is not None and t.num_rows:
-            sizes = pc.add(pc.fill_null(pc.binary_length(t.column("key")), 0),
-                           pc.fill_null(pc.binary_length(t.column("value")), 0))
+            sizes = pc.add(pc.add(pc.fill_null(pc.binary_length(t.column("key")), 0),
+                                  pc.fill_null(pc.binary_length(t.column("value")), 0)), record_overhead)
             cum = pc.cumulative_sum(sizes).to_pylist()
             keep = sum(1 for c in cum if size + c <= max_bytes)
             if keep == 0 and count == 0:

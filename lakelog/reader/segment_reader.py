@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.schema.typed_columns import TYPED_COLUMNS
 from lakelog.storage.record_schema import FILE_SCHEMA
 from lakelog.storage.s3_objects import get_object
 from lakelog.storage.segment_index import Segment
@@ -42,13 +43,17 @@ def row_group_ranges(pf: pq.ParquetFile) -> list[tuple[int, int, int]]:
 
 
 def read_segment(root: StorageRoot, topic: str, seg: Segment, *, start: int | None = None, end: int | None = None,
-                 columns: list[str] | None = None) -> pa.Table:
-    """Records of ``seg`` with start <= offset < end (either bound optional), in offset order."""
+                 columns: list[str] | None = None, typed: bool = False) -> pa.Table:
+    """Records of ``seg`` with start <= offset < end (either bound optional), in offset order: ``columns``, by
+    default the record's (:data:`FILE_SCHEMA`), with ``typed`` also the typed columns the file has."""
     cols = columns or FILE_SCHEMA.names
     read_cols = cols if "offset" in cols else ["offset", *cols]
     wanted_whole = (start is None or start <= seg.base_offset) and (end is None or end > seg.last_offset)
     with open_segment(root, topic, seg.path, seg.bytes, whole_ok=wanted_whole) as f:
         pf = pq.ParquetFile(f)
+        if typed:
+            extra = [n for n in TYPED_COLUMNS if n in pf.schema_arrow.names and n not in cols]
+            cols, read_cols = [*cols, *extra], [*read_cols, *extra]
         if start is None and end is None:
             table = pf.read(columns=read_cols)
         else:
@@ -56,7 +61,7 @@ def read_segment(root: StorageRoot, topic: str, seg: Segment, *, start: int | No
             hi = end if end is not None else 2**63 - 1
             groups = [rg for rg, mn, mx in row_group_ranges(pf) if mx >= lo and mn < hi]
             if not groups:
-                return FILE_SCHEMA.empty_table().select(cols)
+                return (pf.schema_arrow if typed else FILE_SCHEMA).empty_table().select(cols)
             table = pf.read_row_groups(groups, columns=read_cols)
             offsets = table.column("offset")
             first = pc.min(offsets).as_py()

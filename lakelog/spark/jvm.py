@@ -51,8 +51,13 @@ def build(out: Path = JAR) -> Path | None:
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
-        subprocess.run([javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(classes),
-                        *map(str, sources())], check=True)
+        # javac's summary notes (deprecated or unchecked API use in the sources) are not the installing user's
+        # business; its output is shown only when the build fails
+        compiled = subprocess.run([javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", cp,
+                                   "-d", str(classes), *map(str, sources())], capture_output=True, text=True)
+        if compiled.returncode != 0:
+            sys.stderr.write(compiled.stdout + compiled.stderr)
+            raise subprocess.CalledProcessError(compiled.returncode, compiled.args)
         services = JAVA_DIR / "META-INF"
         shutil.copytree(services, classes / "META-INF")
         out.parent.mkdir(parents=True, exist_ok=True)

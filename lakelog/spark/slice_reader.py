@@ -25,12 +25,13 @@ from lakelog.errors import OffsetOutOfRange
 from lakelog.spark.read_plan import SegmentSlice
 from lakelog.reader.segment_reader import open_segment, row_group_ranges
 from lakelog.spark.source_offsets import DATA_LOSS_HINT_FALSE, DATA_LOSS_HINT_TRUE
+from lakelog.schema.typed_columns import TYPED_COLUMNS, conform
 from lakelog.storage.record_schema import TIMESTAMP_TYPE
 from lakelog.storage.storage_root import StorageRoot
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 16 * 1024  # measured: smaller batches cost the JVM's Arrow-to-row conversion less
+BATCH_ROWS = 16 * 1024  # smaller batches cost the JVM's Arrow-to-row conversion less (BENCHMARKS.md, "Spark reads")
 
 KAFKA_FIELDS = [
     pa.field("key", pa.binary()),
@@ -88,6 +89,7 @@ def read_slices(root: StorageRoot, slices: Iterable[SegmentSlice], schema: pa.Sc
     file_cols = [c for c in FILE_COLUMNS if c in names]
     if "offset" not in file_cols:
         file_cols.insert(0, "offset")
+    typed = [c for c in TYPED_COLUMNS if c in names]  # read where a file has them, null where it has not
     for s in slices:
         try:
             f = open_segment(root, s.topic, s.path, s.file_bytes, whole_ok=s.whole)
@@ -103,7 +105,8 @@ def read_slices(root: StorageRoot, slices: Iterable[SegmentSlice], schema: pa.Sc
             groups = [rg for rg, lo, hi in row_group_ranges(pf) if hi >= s.start and lo < s.end]
             if not groups:
                 continue
-            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=file_cols,
+            cols = file_cols + [c for c in typed if c in pf.schema_arrow.names]
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=cols,
                                          use_threads=False):
                 offsets = batch.column(0)
                 i, j = _bounds(offsets, s.start, s.end)
@@ -111,7 +114,7 @@ def read_slices(root: StorageRoot, slices: Iterable[SegmentSlice], schema: pa.Sc
                     continue
                 if i or j < batch.num_rows:
                     batch = batch.slice(i, j - i)
-                yield _assemble(batch, file_cols, names, schema, s.topic, s.partition)
+                yield _assemble(batch, cols, names, schema, s.topic, s.partition)
 
 
 def _assemble(batch: pa.RecordBatch, file_cols: Sequence[str], names: Sequence[str], schema: pa.Schema, topic: str,
@@ -123,6 +126,9 @@ def _assemble(batch: pa.RecordBatch, file_cols: Sequence[str], names: Sequence[s
             arrays.append(_constant_topic(topic, n))
         elif name == "partition":
             arrays.append(_constant_partition(partition, n))
+        elif name in TYPED_COLUMNS:
+            t = schema.field(name).type
+            arrays.append(conform(batch.column(file_cols.index(name)), t) if name in file_cols else pa.nulls(n, t))
         else:
             arrays.append(batch.column(file_cols.index(name)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -86,6 +86,25 @@ def _root(opts: SourceOptions) -> StorageRoot:
     return StorageRoot.resolve(opts.root, dict(opts.storage_options))
 
 
+def typed_fields(view: TopicView) -> list[StructField]:
+    """The typed columns (``key_record``, ``value_record``) of the topics in ``view``, merged as lakelog merges
+    schema versions; topics whose columns have no common type fail the load."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from lakelog.schema.typed_columns import TYPED_COLUMNS, TypeConflict, merge_types
+    from lakelog.writer.typed_segments import table_types
+
+    merged: dict[str, pa.DataType] = {}
+    for topic, snap in sorted(view.snapshots.items()):
+        for name, t in table_types(snap).items():
+            try:
+                merged[name] = merge_types(merged.get(name), t, name)
+            except TypeConflict as e:
+                raise InvalidSourceOption("subscribe", f"topic {topic}'s {name} and the other topics' have no common "
+                                                       f"type ({e}); read them separately") from None
+    return [StructField(name, from_arrow_type(merged[name]), True) for name in TYPED_COLUMNS if name in merged]
+
+
 def _output_schema(schema: StructType, opts: SourceOptions) -> pa.Schema:
     """Arrow schema of the batches ``read`` yields: Spark's own conversion of the query's schema.
 
@@ -93,6 +112,8 @@ def _output_schema(schema: StructType, opts: SourceOptions) -> pa.Schema:
     """
     full = {f.name: f.dataType for f in kafka_schema(True).fields}
     for f in schema.fields:
+        if f.name in ("key_record", "value_record"):
+            continue  # typed columns, as the table (or the user's schema) types them
         if f.name not in full or f.dataType != full[f.name]:
             raise InvalidSourceOption("schema", f"The lakelog source's columns are those of the Kafka source "
                                                 f"({kafka_schema(True).simpleString()}); a user-specified schema may "
@@ -128,9 +149,10 @@ class LakelogDataSource(DataSource):
                 if not catalog.exists(topic):
                     raise UnknownTopicOrPartition(f"topic {topic} (option 'subscribe') does not exist under "
                                                   f"{root.uri}")
-        elif sub.kind == "assign":
-            TopicView(root, sub).refresh().partitions()
-        return kafka_schema(opts.include_headers)
+        view = TopicView(root, sub).refresh()
+        if sub.kind == "assign":
+            view.partitions()
+        return StructType([*kafka_schema(opts.include_headers).fields, *typed_fields(view)])
 
     def reader(self, schema: StructType) -> "LakelogBatchReader":
         return LakelogBatchReader(check_batch(parse_options(self.options)), schema)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, KafkaError, KafkaStorageError,
                             TopicAlreadyExists, UnknownTopicOrPartition)
@@ -21,7 +21,7 @@ from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_me
 from lakelog.storage.delta_log import commit_path, encode_actions, file_exists
 from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
 from lakelog.storage.storage_root import StorageRoot
-from lakelog.storage.topic_config import TopicConfig, validate_configs
+from lakelog.storage.topic_config import ConfigOp, TopicConfig, apply_ops, validate_configs
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.storage.topic_snapshot import (DELETED_PROPERTY, OPERATION_KEY, PARTITIONS_PROPERTY, TOPIC_ID_PROPERTY,
                                             TopicSnapshot, load_snapshot)
@@ -115,7 +115,7 @@ class Catalog:
                               raise_if_key_not_exists=False)
         except Exception as e:
             if "already exists" in str(e).lower() or self.exists(name):
-                raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}") from None
+                raise TopicAlreadyExists(f"Topic '{name}' already exists.") from None
             raise
         return self.describe(name)
 
@@ -125,7 +125,7 @@ class Catalog:
         for _ in range(MAX_ADMIN_ATTEMPTS):
             snap = load_snapshot(self.root, name)
             if not snap.deleted:
-                raise TopicAlreadyExists(f"topic {name} already exists under {self.root.uri}")
+                raise TopicAlreadyExists(f"Topic '{name}' already exists.")
             now = int(time.time() * 1000)
             meta = {**table_metadata(self.root, name), "id": str(uuid.uuid4()), "configuration": props,
                     "createdTime": now}
@@ -182,15 +182,22 @@ class Catalog:
         return describe_snapshot(self.snapshot(name))
 
     @staticmethod
-    def plan_alter(snap: TopicSnapshot, configs: dict | None, partitions: int | None) -> dict[str, str]:
-        """The table properties an alter sets on ``snap``: configs, and the partition count if it grows.
+    def plan_alter(snap: TopicSnapshot, configs: dict | None, partitions: int | None,
+                   ops: Sequence[ConfigOp] = ()) -> dict[str, str | None]:
+        """The table properties an alter sets on ``snap``: configs (a value of None: back to the default, the
+        property removed), IncrementalAlterConfigs ``ops`` applied to the topic's current overrides, and the
+        partition count if it grows.
 
         Raises ``INVALID_CONFIG``, ``INVALID_PARTITIONS`` (a decrease) or ``INVALID_REQUEST`` (nothing to
         alter); an empty result means the topic already is as asked. Pure.
         """
-        props = validate_configs(configs or {})
-        if PARTITIONS_PROPERTY in (configs or {}):
+        if PARTITIONS_PROPERTY in (configs or {}) or any(o.key == PARTITIONS_PROPERTY for o in ops):
             raise InvalidConfig(f"{PARTITIONS_PROPERTY} is not a topic config; use the partitions argument")
+        changes: dict[str, str | None] = dict(configs or {})
+        if ops:
+            changes.update(apply_ops(TopicConfig(snap.configuration).overrides(), ops))
+        props: dict[str, str | None] = dict(validate_configs(changes, snap.configuration))
+        props.update({k: None for k, v in changes.items() if v is None and k in snap.configuration})
         if partitions is not None:
             n = _check_partitions(partitions)
             if n < snap.partition_count:
@@ -198,7 +205,12 @@ class Catalog:
                                         f"only be increased, not to {n}")
             if n > snap.partition_count:
                 props[PARTITIONS_PROPERTY] = str(n)
-        if not props and configs is None and partitions is None:
+        if not props and configs is None and partitions is None and not ops:
             raise InvalidRequest("nothing to alter: give configs and/or partitions")
         return props
 
+
+def altered_configuration(configuration: dict[str, str], props: dict[str, str | None]) -> dict[str, str]:
+    """A table's configuration after :meth:`Catalog.plan_alter`'s ``props``: set, or removed where None."""
+    out = {**configuration, **props}
+    return {k: v for k, v in out.items() if v is not None}  # type: ignore[misc]

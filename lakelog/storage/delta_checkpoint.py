@@ -1,8 +1,8 @@
 """Delta checkpoints of a topic on an object store, written by delta-rs from a local copy of the log segment.
 
 delta-rs writes a checkpoint by replaying the log from the last checkpoint, and brings a table handle up to
-date the same way: on S3 about four GETs per commit since the last checkpoint, all at once (118 and 121 GETs
-for 60 commits, measured through ``bench/s3_proxy.py``). A writer already holds the bodies of the commits it
+date the same way: on S3 two GETs per commit since the last checkpoint, twice, all at once
+(``tests/storage/test_delta_checkpoint.py`` counts them through ``bench/s3_proxy.py``). A writer already holds the bodies of the commits it
 made. :func:`write_checkpoint` lays out the segment delta-rs needs in a local directory (the *mirror*):
 
     <mirror>/_delta_log/_last_checkpoint                   the store's, as read

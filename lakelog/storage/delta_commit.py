@@ -93,8 +93,8 @@ def _rename_noreplace(src: str, dst: str) -> bool:
     """Move ``src`` to ``dst`` unless ``dst`` exists (FileExistsError, ``src`` removed); False if the platform
     or filesystem has no such rename (the caller falls back to link + unlink).
 
-    One inode and no unlink per commit: on ext4 the link + unlink pair measured a visible share of the
-    append path's kernel time (allocating inodes next to recently deleted ones).
+    One inode and no unlink per commit: on ext4 the link + unlink pair costs the append path kernel time
+    (allocating inodes next to recently deleted ones); BENCHMARKS.md, "Append throughput", times a commit.
     """
     fn = _renameat2()
     if fn is None:

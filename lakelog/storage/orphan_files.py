@@ -3,7 +3,8 @@
 A commit writes its segment files first and then commits; if the commit fails
 (a lost fencing race whose clean-up also failed, a process killed in between),
 the files stay behind.  Readers never see them: they only follow the Delta log.
-This module finds them for ``lakelog dump-log`` and the maintenance jobs.
+This module finds them for ``lakelog dump-log`` and the maintenance jobs, and removes a failed commit's
+files at once (:func:`delete_quietly`).
 
 An orphan is a file that is neither live in the table's latest version nor a
 tombstone (a file removed by retention or compaction, awaiting vacuum after
@@ -12,7 +13,7 @@ is loaded, so a file committed while we look is never reported; a file of a
 commit still in flight is (it is unreferenced until that commit lands), which
 is why :class:`OrphanFile` carries its modification time.
 
-Stateless and thread-safe; reads only.
+Stateless and thread-safe.
 """
 
 from __future__ import annotations
@@ -72,3 +73,12 @@ def find_orphan_files(root: StorageRoot | str, topic: str, *, partition: int | N
     # vacuum "lite" lists exactly the tombstoned files; dry_run never deletes
     tombstones = set(dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=False))
     return sorted((f for f in listed if f.path not in live and f.path not in tombstones), key=lambda f: f.path)
+
+
+def delete_quietly(root: StorageRoot, topic: str, rel_paths: list[str]) -> None:
+    """Best-effort removal of files that never became visible (a failed commit's segments)."""
+    for rel in rel_paths:
+        try:
+            root.filesystem.delete_file(root.path_for("topics", topic, rel))
+        except OSError:
+            pass  # an orphan is harmless: never referenced, removed later by vacuum

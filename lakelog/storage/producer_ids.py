@@ -15,7 +15,7 @@ later commit), so blocks never overlap and epoch bumps are serialised: a second
 As Kafka's ProducerIdManager (KIP-730), a process claims its next block before it
 needs it (:meth:`ProducerRegistry.prefetch`: a front at start-up, and whenever 90%
 of the block is handed out), so ``InitProducerId`` is answered from memory instead
-of waiting for a commit (a fresh front's first one took 768 ms under S3 Standard latency).
+of waiting for a commit (one at object-store latency: a few hundred ms for a fresh front).
 Thread-safe (one lock around the handle).  Writers have the table re-read in the
 background at most once a second (:data:`EPOCH_CHECK_INTERVAL_S`,
 :meth:`ProducerRegistry.refresh_soon`): a producer fenced by an init in another
@@ -171,8 +171,8 @@ class ProducerRegistry:
     def refresh_soon(self, max_age_s: float = EPOCH_CHECK_INTERVAL_S) -> None:
         """Catch up with other processes' allocations and epoch bumps in the background, unless that began within
         ``max_age_s`` or is under way; never waits for the store.  Writers call it under a topic's lock, where a
-        refresh in line (a LIST and GETs: 30-140 ms under S3 Standard latency, by hand) held up every commit of
-        the topic once a second.  Checks answer from the table as last loaded meanwhile."""
+        refresh in line (a LIST and GETs: tens of ms at S3's latency) would hold up every commit of the topic
+        once a second.  Checks answer from the table as last loaded meanwhile."""
         with self._refresh_guard:  # not _lock, which a commit of InitProducerId holds through its I/O
             started = time.monotonic()
             if self._refreshing or started - self._refreshed < max_age_s:

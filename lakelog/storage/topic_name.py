@@ -9,6 +9,9 @@ from lakelog.errors import InvalidTopic
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_PREFIX = "__"
+#: The Schema Registry's store (Confluent's ``kafkastore.topic`` default): internal here -- written only by the
+#: registry, which needs every record of it to be its own (lakelog/schema_registry/schema_registry.py).
+SCHEMAS_TOPIC = "_schemas"
 
 
 def validate_topic_name(name: object) -> str:
@@ -30,6 +33,14 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
-def is_internal(name: str) -> bool:
-    """Internal topics (``__consumer_offsets``) are hidden from ``topics list`` by default."""
+def is_kafka_internal(name: str) -> bool:
+    """Kafka's own internal topics (``__consumer_offsets``): Kafka's Metadata lists them among all topics and marks
+    them internal, so clients' regex subscriptions skip them (franz-go's TestConsumeRegex checks it); to Kafka,
+    ``_schemas`` is an ordinary topic."""
     return name.startswith(INTERNAL_PREFIX)
+
+
+def is_internal(name: str) -> bool:
+    """Internal topics (``__consumer_offsets``, ``_schemas``) are hidden from ``topics list`` by default, take no
+    produce requests from clients and are not leased."""
+    return name.startswith(INTERNAL_PREFIX) or name == SCHEMAS_TOPIC

@@ -110,6 +110,9 @@ class TopicSnapshot:
         self.producers = producers
         self.recent_commit_ids: dict[str, int] = {}
         self.persisted_version = -1  # version of the index file this snapshot was loaded from
+        #: the table schema as last committed (a ``metaData`` action's ``schemaString``); None: not read (the
+        #: schema a topic is created with, :data:`~lakelog.storage.record_schema.TABLE_SCHEMA`, or older)
+        self.schema_string: str | None = None
 
     # -- derived values -----------------------------------------------------------------
     @property
@@ -155,6 +158,8 @@ class TopicSnapshot:
                 self.index, self.txns, self.producers = SegmentIndex(), {}, ProducerStateManager()
                 self.recent_commit_ids = {}
             self.configuration = commit.configuration
+        if commit.metadata is not None and commit.metadata.get("schemaString"):
+            self.schema_string = commit.metadata["schemaString"]
         for rm in commit.removes:
             self.index.remove(rm["path"])
         for add in commit.adds:
@@ -178,6 +183,7 @@ class TopicSnapshot:
         snap = TopicSnapshot(self.topic, self.version, dict(self.configuration), self.index.copy(),
                              dict(self.txns), ProducerStateManager.from_rows(self.producers.to_rows()))
         snap.recent_commit_ids = dict(self.recent_commit_ids)
+        snap.schema_string = self.schema_string
         return snap
 
     # -- persistence ------------------------------------------------------------------
@@ -190,6 +196,8 @@ class TopicSnapshot:
             "lakelog.txns": json.dumps(self.txns),
             "lakelog.producers": json.dumps(self.producers.to_rows()),
         }
+        if self.schema_string is not None:
+            meta["lakelog.schemaString"] = self.schema_string
         table = table.replace_schema_metadata(meta)
         sink = pa.BufferOutputStream()
         with ipc.new_file(sink, table.schema) as w:
@@ -200,7 +208,7 @@ class TopicSnapshot:
     def from_ipc_bytes(cls, data: bytes) -> "TopicSnapshot":
         table = ipc.open_file(pa.BufferReader(data)).read_all()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-        return cls(
+        snap = cls(
             topic=meta["lakelog.topic"],
             version=int(meta["lakelog.version"]),
             configuration=json.loads(meta["lakelog.configuration"]),
@@ -208,6 +216,8 @@ class TopicSnapshot:
             txns={k: int(v) for k, v in json.loads(meta["lakelog.txns"]).items()},
             producers=ProducerStateManager.from_rows(json.loads(meta["lakelog.producers"])),
         )
+        snap.schema_string = meta.get("lakelog.schemaString")
+        return snap
 
     def persist(self, root: StorageRoot) -> str:
         """Write this snapshot as ``_lakelog/index/<version>.arrow``; keep the newest few."""
@@ -286,7 +296,9 @@ def rebuild_from_delta(root: StorageRoot, topic: str) -> TopicSnapshot:
             v = dt.transaction_version(app)
             if v is not None:
                 txns[app] = int(v)
-    return TopicSnapshot(topic, dt.version(), configuration, index, txns, ProducerStateManager())
+    snap = TopicSnapshot(topic, dt.version(), configuration, index, txns, ProducerStateManager())
+    snap.schema_string = dt.schema().to_json()
+    return snap
 
 
 def _epoch_ms(value) -> int:

@@ -35,7 +35,7 @@ from lakelog.transaction.transaction_log import TRANSACTIONS_DIR, id_key, list_d
 from lakelog.writer.records import INPUT_SCHEMA
 
 CACHE_BYTES = 256 << 20
-Offsets = list[tuple[str, int, int, str]]
+Offsets = list[tuple]  # (topic, partition, offset, metadata[, committed leader epoch])
 
 
 class TransactionStaging:
@@ -103,17 +103,19 @@ class TransactionStaging:
             raise InvalidRecord(f"a staged batch of the transaction has schema {table.schema}")
         return table
 
-    def offsets(self, transactional_id: str, producer_id: int, epoch: int) -> dict[str, dict[tuple[str, int], tuple[int, str]]]:
-        """The staged offset commits per group: ``{group: {(topic, partition): (offset, metadata)}}``."""
+    def offsets(self, transactional_id: str, producer_id: int, epoch: int) -> dict[str, dict[tuple[str, int], tuple]]:
+        """The staged offset commits per group: ``{group: {(topic, partition): (offset, metadata, leader epoch)}}``
+        (-1: no leader epoch was given)."""
         base = self._producer_dir("offsets", transactional_id, producer_id, epoch)
-        out: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        out: dict[str, dict[tuple[str, int], tuple]] = {}
         for g in list_dir(self.root, base):
             group = bytes.fromhex(os.path.basename(g.path)).decode()
             merged = out.setdefault(group, {})
             for f in sorted(list_dir(self.root, f"{base}/{os.path.basename(g.path)}"), key=lambda f: f.path):
                 data = read_object(self.root, f.path)
-                for topic, partition, offset, metadata in json.loads(data or b"[]"):
-                    merged[(topic, int(partition))] = (int(offset), metadata or "")
+                for topic, partition, offset, metadata, *leader_epoch in json.loads(data or b"[]"):
+                    merged[(topic, int(partition))] = (int(offset), metadata or "",
+                                                       int(leader_epoch[0]) if leader_epoch else -1)
         return out
 
     # -- clean-up -----------------------------------------------------------------------------------

@@ -44,13 +44,14 @@ from lakelog.errors import (ConcurrentTransactions, InvalidProducerIdMapping, In
                             InvalidTransactionTimeout, InvalidTxnState, KafkaError, UnknownTopicId,
                             UnknownTopicOrPartition)
 from lakelog.group.group_id import validate_group_id
+from lakelog.schema.record_typing import type_records
 from lakelog.storage.delta_commit import CommitConflict
 from lakelog.storage.producer_ids import ProducerIdentity
 from lakelog.transaction import transaction_state as ts
 from lakelog.transaction.staging import Offsets, TransactionStaging
 from lakelog.transaction.transaction_log import TransactionLog
 from lakelog.transaction.transaction_state import TxnMetadata, TxnState
-from lakelog.writer.committer import AppendResult, PartitionBatch
+from lakelog.writer.records import AppendResult, PartitionBatch
 
 if TYPE_CHECKING:
     from lakelog.group.consumer_offsets import OffsetStore
@@ -202,6 +203,9 @@ class TransactionCoordinator:
             if meta.state is not TxnState.ONGOING or (topic, batch.partition) not in meta.partitions:
                 raise InvalidTxnState(f"partition {topic}-{batch.partition} was not added to the transaction "
                                       f"(AddPartitionsToTxn first)")
+        # records validated against the Schema Registry now, as an append would: EndTxn can no longer refuse them
+        type_records(batch.records, self.log.snapshot(topic).config, self.log.schemas, topic=topic,
+                     partition=batch.partition)
         fresh = self.staging.stage(transactional_id, batch.producer_id, batch.producer_epoch, topic,
                                    batch.partition, batch.base_sequence, batch.records)
         return AppendResult(batch.partition, -1, batch.records.num_rows, duplicate=not fresh)
@@ -211,7 +215,7 @@ class TransactionCoordinator:
         """TxnOffsetCommit: offsets of ``group`` that become committed with the transaction."""
         validate_transactional_id(transactional_id)
         validate_group_id(group)
-        for topic, partition, offset, _ in offsets:
+        for topic, partition, offset, *_ in offsets:
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 or partition < 0:
                 raise InvalidRequest(f"an offset to commit for {topic}-{partition} must be >= 0, got {offset!r}")
         self.log.registry.check(producer_id, producer_epoch)
@@ -303,7 +307,8 @@ class TransactionCoordinator:
             for group in sorted(meta.groups):
                 entries = staged_offsets.get(group, {})
                 if entries:
-                    self._offset_store().commit(group, [(t, p, o, md) for (t, p), (o, md) in sorted(entries.items())])
+                    self._offset_store().commit(group, [(t, p, o, md, e) for (t, p), (o, md, e) in
+                                                        sorted(entries.items())])
 
     def _offset_store(self) -> "OffsetStore":
         if self._offsets is None:

@@ -43,7 +43,8 @@ from concurrent.futures import Future
 from typing import Callable
 
 from lakelog.errors import KafkaError, KafkaStorageError, ThrottlingQuotaExceeded
-from lakelog.writer.committer import AppendResult, PartitionBatch, storage_failure
+from lakelog.storage.storage_failure import storage_failure
+from lakelog.writer.records import AppendResult, PartitionBatch
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ DEFAULT_LINGER_MS = 5
 DEFAULT_BATCH_SIZE = 1 << 20
 DEFAULT_BUFFER_MEMORY = 64 << 20
 # On object stores (Log.accumulator): a commit cycle there is a few hundred ms of PUTs, so 100 MB/s needs tens of
-# MB in flight, and 4 MB segments across 16 partitions need commits of 64 MB and more (BENCHMARKS.md, s3_produce).
+# MB in flight, and 4 MB segments across 16 partitions need commits of 64 MB and more (BENCHMARKS.md, "Produce on
+# object storage").
 OBJECT_STORE_BUFFER_MEMORY = 256 << 20
 
 
@@ -191,7 +193,7 @@ class RecordAccumulator:
                 outcome.set_result([e] * len(flat))
             except Exception as e:  # never let the sender die with futures unresolved
                 outcome = Future()
-                outcome.set_result([storage_failure(f"append to {topic} failed", e)] * len(flat))
+                outcome.set_result([storage_failure(f"append to {topic} failed", e, log)] * len(flat))
             outcome.add_done_callback(functools.partial(self._deliver, topic, taken, started, len(flat)))
             last = outcome
 
@@ -226,7 +228,7 @@ class RecordAccumulator:
         try:
             results = outcome.result()
         except Exception as e:
-            results = [storage_failure(f"append to {topic} failed", e)] * count
+            results = [storage_failure(f"append to {topic} failed", e, log)] * count
         elapsed = time.monotonic() - started
         i = 0
         for batches, fut, _, _ in taken:

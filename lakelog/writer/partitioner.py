@@ -10,8 +10,11 @@ whichever client wrote them.  The rules are the Java client's:
 * otherwise (null key) the topic's sticky partition is used, switched only
   when a batch completes (the legacy ``StickyPartitionCache``).
 
-Everything here is pure Python and safe to call from any thread; only
-:class:`StickyPartitioner` holds state, and it guards that state with a lock.
+:func:`partition_batches` and :func:`split_records` apply these rules to a table of records at once, splitting
+it into one :class:`~lakelog.writer.records.PartitionBatch` per partition.
+
+Everything here is safe to call from any thread; only :class:`StickyPartitioner` holds state, and it guards that
+state with a lock.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ import random
 import struct
 import threading
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.writer.records import PartitionBatch
 
 __all__ = [
     "murmur2",
@@ -29,6 +36,8 @@ __all__ = [
     "StickyPartitioner",
     "choose_partition",
     "partitions_for_keys",
+    "partition_batches",
+    "split_records",
 ]
 
 _MASK32 = 0xFFFFFFFF
@@ -236,3 +245,43 @@ def partitions_for_keys(
     h = murmur2
     n = num_partitions
     return [sticky_partition if k is None else (h(k) & 0x7FFFFFFF) % n for k in keys]
+
+
+def partition_batches(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
+                      explicit: list | None = None, switch_bytes: int | None = None) -> list[PartitionBatch]:
+    """Split a table of :data:`~lakelog.storage.record_schema.INPUT_SCHEMA` into partition batches, Kafka's way.
+
+    ``explicit`` gives a partition per record (None entries fall through); then
+    murmur2(key); null-key records go to the topic's sticky partition, which
+    moves on after this call (the call is one batch: Kafka's legacy rule) or,
+    with ``switch_bytes`` (an accumulator's ``batch.size``), once that many bytes
+    went to it (KIP-794), so the many small appends of one linger window fill one
+    partition's segment.  Batches come in partition order.
+    """
+    return split_records(sticky, topic, table, num_partitions, explicit=explicit, switch_bytes=switch_bytes)[0]
+
+
+def split_records(sticky: StickyPartitioner, topic: str, table: pa.Table, num_partitions: int, *,
+                  explicit: list | None = None,
+                  switch_bytes: int | None = None) -> tuple[list[PartitionBatch], pa.Array | None]:
+    """:func:`partition_batches`, plus each record's partition (an int32 array in record order), or None when
+    every record went to the one batch returned; within a batch, records keep their order."""
+    keys = table.column("key")
+    current = sticky.partition(topic, num_partitions)
+    parts = None
+    if explicit is None and keys.null_count == len(keys):
+        out = [PartitionBatch(current, table)]
+    else:
+        by_key = partitions_for_keys(keys.to_pylist(), num_partitions, current)
+        chosen = by_key if explicit is None else [b if e is None else e for e, b in zip(explicit, by_key)]
+        parts = pa.array(chosen, pa.int32())
+        out = [PartitionBatch(p, table.filter(pc.equal(parts, p))) for p in sorted(pc.unique(parts).to_pylist())]
+        if len(out) == 1:
+            parts = None
+    stuck = next((b for b in out if b.partition == current), None) if keys.null_count else None
+    if stuck is not None:
+        if switch_bytes is None:
+            sticky.on_new_batch(topic, num_partitions, current)
+        else:
+            sticky.on_bytes(topic, num_partitions, current, stuck.nbytes, switch_bytes)
+    return out, parts

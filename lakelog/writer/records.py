@@ -1,4 +1,5 @@
-"""Normalising producer input into Arrow record batches, and validating it.
+"""Producer input: normalised into Arrow record batches and validated, one partition's batch
+(:class:`PartitionBatch`), and where it landed (:class:`AppendResult`).
 
 Input is an Arrow table (or a list of dicts) with ``key`` and ``value``
 (binary or string), optional ``headers`` (list of {key: str, value: binary}) and
@@ -8,7 +9,9 @@ always a table of :data:`INPUT_SCHEMA`.
 
 from __future__ import annotations
 
+import functools
 import time
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import pyarrow as pa
@@ -24,6 +27,51 @@ INPUT_SCHEMA = pa.schema(
     [("key", pa.binary()), ("value", pa.binary()), ("headers", HEADER_TYPE), ("timestamp", TIMESTAMP_TYPE)]
 )
 MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+
+
+@dataclass
+class PartitionBatch:
+    """Records for one partition, optionally from an idempotent producer."""
+
+    partition: int
+    records: pa.Table  # INPUT_SCHEMA (other accepted input is normalised on creation)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    # A committing transaction's records: (Delta txn app id, version).  The commit sets the app id to the version,
+    # and a batch whose app id is already at or past its version is a duplicate (the commit was applied before).
+    transaction: tuple[str, int] | None = None
+    #: the typed columns of its records (``key_record``, ``value_record``), set when the committer validates it
+    typed: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.records, pa.Table) or self.records.schema != INPUT_SCHEMA:
+            self.records = normalize_records(self.records)
+
+    @property
+    def idempotent(self) -> bool:
+        """Sequence-checked (a committing transaction's records were checked when they were staged)."""
+        return self.producer_id >= 0 and self.transaction is None
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """The records' Arrow size (asked by the accumulator several times per batch; the table never changes)."""
+        return self.records.nbytes
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed: like one partition entry of Kafka's ProduceResponse."""
+
+    partition: int
+    base_offset: int
+    record_count: int
+    log_append_time: int = -1  # epoch ms when the topic uses LogAppendTime, else -1
+    duplicate: bool = False
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
 
 
 def records_from_dicts(records: Iterable[Mapping]) -> pa.Table:

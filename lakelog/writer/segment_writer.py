@@ -9,15 +9,18 @@ skipping stays conservative).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.schema.typed_columns import TYPED_COLUMNS, leaf_paths
 from lakelog.storage.record_schema import FILE_SCHEMA, PARTITION_COLUMN
 from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import segment_file_name
@@ -43,6 +46,7 @@ def row_group_rows(table: pa.Table) -> int:
 STATS_COLUMNS = ["offset", "timestamp"]
 SINGLE_PUT_BYTES = 256 << 20  # larger files go to object stores as multipart uploads
 LOCAL_CODEC, OBJECT_STORE_CODEC = "snappy", "zstd"  # compression.type=producer (topic_config.SEGMENT_CODECS)
+UPLOAD_THREADS = 16  # segment uploads in flight at once, over all topics (object stores only)
 
 
 def default_codec(root: StorageRoot) -> str:
@@ -74,7 +78,8 @@ def segment_stats(table: pa.Table) -> str:
 
 def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table, *,
                   data_change: bool = True, base_offset: int | None = None, codec: str | None = None):
-    """Write ``table`` (:data:`FILE_SCHEMA`, offset order) as a new segment; return its AddAction.
+    """Write ``table`` (:data:`FILE_SCHEMA`, and any typed columns after it; offset order) as a new segment;
+    return its AddAction.
 
     ``base_offset`` defaults to the first record's offset; a compacted segment
     passes the start of the range it covers. ``codec``: the Parquet codec of its pages (the topic's
@@ -83,13 +88,19 @@ def write_segment(root: StorageRoot, topic: str, partition: int, table: pa.Table
     """
     from deltalake.transaction import AddAction
 
+    typed = [table.schema.field(n) for n in TYPED_COLUMNS if n in table.column_names]
     if table.schema != FILE_SCHEMA:
-        table = table.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+        meta = table.schema.metadata
+        base_table = table.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+        for f in typed:  # (key_record, value_record: their Parquet statistics let readers skip row groups)
+            base_table = base_table.append_column(f, table.column(f.name))
+        table = base_table.replace_schema_metadata(meta)
     base = int(table.column("offset")[0].as_py()) if base_offset is None else base_offset
     rel = segment_file_name(partition, base, uuid.uuid4().hex)
     path = root.path_for("topics", topic, rel)
+    stats = STATS_COLUMNS + [p for f in typed for p in leaf_paths(f.name, f.type)]
     size = write_file(root, path, table, compression=codec or default_codec(root), use_dictionary=False,
-                      write_statistics=STATS_COLUMNS, row_group_size=row_group_rows(table))
+                      write_statistics=stats, row_group_size=row_group_rows(table))
     return AddAction(
         path=rel,
         size=size,
@@ -120,10 +131,32 @@ def write_file(root: StorageRoot, path: str, table: pa.Table, **options) -> int:
     return data.size
 
 
-def delete_quietly(root: StorageRoot, topic: str, rel_paths: list[str]) -> None:
-    """Best-effort removal of files that never became visible (a failed commit's segments)."""
-    for rel in rel_paths:
+def write_segments(root: StorageRoot, topic: str, tables: dict[int, pa.Table],
+                   codec: str | None) -> tuple[list, OSError | None]:
+    """Write one segment per partition in ``codec``; ``(the adds written, the first failure or None)``.
+
+    On an object store the uploads run in parallel (each is a round trip of the store's latency);
+    locally, one after another.
+    """
+    adds: list = []
+    if root.is_local or len(tables) == 1:
+        for partition, table in tables.items():
+            try:
+                adds.append(write_segment(root, topic, partition, table, codec=codec))
+            except OSError as e:
+                return adds, e
+        return adds, None
+    futures = [uploads().submit(write_segment, root, topic, p, t, codec=codec) for p, t in tables.items()]
+    failure = None
+    for f in futures:
         try:
-            root.filesystem.delete_file(root.path_for("topics", topic, rel))
-        except OSError:
-            pass  # an orphan is harmless: never referenced, removed later by vacuum
+            adds.append(f.result())
+        except OSError as e:
+            failure = failure or e
+    return adds, failure
+
+
+@functools.cache
+def uploads() -> ThreadPoolExecutor:
+    """The threads that upload segments to an object store in parallel (shared by all topics)."""
+    return ThreadPoolExecutor(max_workers=UPLOAD_THREADS, thread_name_prefix="lakelog-upload")

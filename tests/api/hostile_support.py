@@ -11,6 +11,7 @@ import hashlib
 import io
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,17 @@ import httpx
 import pyarrow as pa
 
 FUZZ_SECONDS_ENV = "LAKELOG_FUZZ_SECONDS"  # a longer fuzz run: LAKELOG_FUZZ_SECONDS=600 make test PYTEST_ARGS=-k fuzz
+FUZZ_SECONDS = float(os.environ.get(FUZZ_SECONDS_ENV, "0"))
+
+
+def fuzz_rounds(check) -> int:
+    """Run hypothesis' ``check`` once, or again and again (fresh random examples) for FUZZ_SECONDS."""
+    deadline, rounds = time.monotonic() + FUZZ_SECONDS, 0
+    while True:
+        check()
+        rounds += 1
+        if time.monotonic() >= deadline:
+            return rounds
 
 
 def arrow_bytes(table: pa.Table, *, compression: str | None = None) -> bytes:

@@ -16,7 +16,7 @@ SYSTEMS = ["JSON produce", "v3 JSON produce", "JSON, HTTP ceiling", "JSON-sized 
 
 def test_http_produce_bench_quick(tmp_path):
     out = tmp_path / "BENCH.md"
-    done = subprocess.run([sys.executable, "-m", "bench.run", "http_produce", "--quick", "--output", str(out),
+    done = subprocess.run([sys.executable, "-m", "bench.run", "http_produce", "--quick", "--details", str(out),
                            "--workdir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     section = re.search(r"<!-- bench:http_produce -->(.*?)<!-- /bench:http_produce -->", out.read_text(), re.S)

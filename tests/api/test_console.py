@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
+import re
 import uuid
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from browser_support import RECORD_CSP, chromium
 from front_process import Front
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,12 +37,6 @@ AUTH = {
         {"principal": "User:bob", "resource_type": "Topic", "resource_name": "bob-only", "operations": ["Describe"]},
     ],
 }
-
-
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert path, "Chromium is missing: .ci/run installs Debian's chromium (apt-get install chromium)"
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +63,7 @@ def browser():
 def login(browser, front, who: str, start: str = "/ui/topics"):
     """A fresh browser session, logged in through the login form; returns its page."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_init_script(RECORD_CSP)
     page = context.new_page()
     page.set_default_timeout(20_000)
     page.goto(front.url + start)
@@ -145,6 +141,7 @@ def test_create_topic_produce_and_browse(browser, front, admin):
     rec = admin.get(f"/v1/topics/{name}/partitions/1/records", params={"offset": 0}).json()["records"][0]
     assert (rec["key"], json.loads(rec["value"])["order"], rec["headers"]) == \
         ("user-7", 42, [{"key": "trace", "value": "abc-123"}])
+    assert page.evaluate("() => window.__csp") == []  # htmx and the pages run under the console's policy
     page.context.close()
 
 
@@ -153,9 +150,13 @@ def test_configs_and_delete_with_confirmation(browser, front, admin):
     assert admin.post("/v1/topics", json={"name": name, "partitions": 1}).status_code == 201
     page = login(browser, front, "alice", f"/ui/topics/{name}")
     retention = page.get_by_label("retention.ms", exact=True)
+    stored = retention.input_value()
+    assert stored == admin.get(f"/v1/topics/{name}").json()["configs"]["retention.ms"]
     retention.fill("soon")
     page.get_by_role("button", name="Save retention.ms").click()
-    expect(page.locator("#flash")).to_contain_text("INVALID_CONFIG")
+    expect(page.locator("#configs")).to_contain_text("INVALID_CONFIG")
+    # refused: nothing changed, and the box shows the stored value again, not the refused one
+    expect(page.get_by_label("retention.ms", exact=True)).to_have_value(stored)
     assert "retention.ms" not in admin.get(f"/v1/topics/{name}").json()["overrides"]
     page.get_by_label("retention.ms", exact=True).fill("3600000")
     page.get_by_role("button", name="Save retention.ms").click()
@@ -266,7 +267,7 @@ def test_group_with_a_member_shows_it_and_refuses_a_reset(browser, front, admin)
     joined = admin.post(f"/v1/groups/{group}/members", json={"topics": [topic], "client_id": "console-test",
                                                              "session_timeout_ms": 60_000})
     assert joined.status_code == 200, joined.text
-    member, generation = joined.json()["member_id"], joined.json()["generation"]
+    member, generation = joined.json()["member_id"], joined.json()["member_epoch"]
     try:
         page = login(browser, front, "alice", f"/ui/groups/{group}")
         expect(page.locator(".state")).to_have_text("Stable")
@@ -294,4 +295,156 @@ def test_record_content_is_shown_as_text_never_run(browser, front, admin):
     expect(page.locator("#messages pre.value")).to_have_text(hostile)
     assert page.evaluate("() => window.pwned === undefined")
     assert page.locator("#messages script, #messages img, #messages b").count() == 0
+    page.context.close()
+
+
+def test_browser_reads_from_the_beginning_an_offset_and_a_timestamp(browser, front, admin):
+    topic = f"ok-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    early = [{"key": f"k{i}", "value": f"early-{i}", "timestamp": 1_700_000_000_000 + i} for i in range(60)]
+    late = [{"key": f"k{i}", "value": f"late-{i}", "timestamp": 1_750_000_000_000 + i} for i in range(60, 120)]
+    # both in the past: a timestamp past message.timestamp.after.max.ms (an hour) from now is refused
+    assert admin.post(f"/v1/topics/{topic}/records", json={"records": early + late}).status_code == 200
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    offsets = page.locator("#messages tbody tr td:first-child")
+
+    page.get_by_label("From").select_option(label="the beginning")
+    page.get_by_role("button", name="Show messages").click()
+    expect(offsets).to_have_count(50)
+    expect(offsets.first).to_have_text("0")
+    expect(page).to_have_url(re.compile(r"/messages\?.*start=earliest"))  # the address shows what is browsed
+    page.get_by_role("link", name=re.compile("Next 50 from offset 50")).click()
+    expect(offsets.first).to_have_text("50")
+    expect(offsets).to_have_count(50)
+
+    page.get_by_label("From").select_option(label="an offset")
+    page.get_by_label("Offset").fill("117")
+    page.get_by_role("button", name="Show messages").click()
+    expect(offsets).to_have_text(["117", "118", "119"])
+
+    page.get_by_label("From").select_option(label="a timestamp")
+    page.get_by_label("Timestamp (ISO)").fill("2025-01-01T00:00:00Z")  # after the early records, before the late
+    page.get_by_role("button", name="Show messages").click()
+    expect(offsets.first).to_have_text("60")
+    expect(page.locator("#messages pre.value").first).to_have_text("late-60")
+
+    # an address typed by hand (or reloaded) is the topic page with the results, not an error page
+    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=earliest")
+    assert response.status == 200
+    expect(page.get_by_role("heading", name=f"Topic {topic}")).to_be_visible()
+    expect(offsets.first).to_have_text("0")
+    expect(page.get_by_label("From")).to_have_value("earliest")
+    page.reload()
+    expect(offsets).to_have_count(50)
+    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=yesterday")
+    assert response.status == 400 and "INVALID_REQUEST" in page.content()
+    assert page.evaluate("() => window.__csp") == []
+    page.context.close()
+
+
+def test_hostile_values_render_safely(browser, front, admin):
+    """100,000 and 10,000 nested brackets, deep-but-valid JSON and a 1 MB value, beside a normal record: the
+    window answers, every record is shown, JSON is pretty where it is safe to be."""
+    topic = f"ok-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1,
+                                          "configs": {"max.message.bytes": str(2 << 20)}}).status_code == 201
+    deep = "[" * 100_000
+    recursive = "[" * 10_000  # short enough to be parsed: deeper than the interpreter's recursion limit
+    nested = "[" * 200 + "]" * 200  # valid, but indenting it would cost depth x size
+    big = "x" * (1 << 20)
+    values = [deep, recursive, '{"ok": [1, 2]}', nested, big]
+    r = admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": v} for v in values]})
+    assert r.status_code == 200, r.text
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=offset&offset=0&fmt=json")
+    assert response.status == 200
+    shown = page.locator("#messages pre.value")
+    expect(shown).to_have_count(5)
+    assert shown.nth(0).inner_text().startswith("[[[[") and "more bytes (100,000 in all)" in shown.nth(0).inner_text()
+    assert shown.nth(1).inner_text() == recursive  # as sent
+    assert shown.nth(2).inner_text() == '{\n  "ok": [\n    1,\n    2\n  ]\n}'
+    assert shown.nth(3).inner_text() == nested  # as sent
+    assert "more bytes (1,048,576 in all)" in shown.nth(4).inner_text()
+    assert len(page.content()) < 200_000
+    page.context.close()
+
+
+def test_group_list_shows_state_members_and_lag(browser, front, admin):
+    topic, busy, idle = f"ok-{uuid.uuid4().hex[:8]}", f"g-ok-{uuid.uuid4().hex[:6]}", f"g-ok-{uuid.uuid4().hex[:6]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 2}).status_code == 201
+    r = admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "v", "partition": p} for p in (0, 1)] * 6})
+    assert r.status_code == 200
+    assert admin.post(f"/v1/groups/{idle}/offsets", json={"offsets": [
+        {"topic": topic, "partition": 0, "offset": 2}, {"topic": topic, "partition": 1, "offset": 5}]}).status_code == 200
+    joined = admin.post(f"/v1/groups/{busy}/members", json={"topics": [topic], "client_id": "list-test",
+                                                            "session_timeout_ms": 60_000})
+    assert joined.status_code == 200, joined.text
+    try:
+        page = login(browser, front, "alice", "/ui/groups")
+        head = page.locator("table.groups thead th")
+        expect(head).to_have_text(["Group", "State", "Members", "Partitions with offsets", "Total lag"])
+        idle_row, busy_row = page.locator(f'tr[data-group="{idle}"]'), page.locator(f'tr[data-group="{busy}"]')
+        expect(idle_row.locator(".state")).to_have_text("Empty")
+        expect(idle_row.locator(".members")).to_have_text("0")
+        expect(idle_row.locator(".lag")).to_have_text("5")  # 6 - 2 + 6 - 5
+        expect(busy_row.locator(".state")).to_have_text("Stable")
+        expect(busy_row.locator(".members")).to_have_text("1")
+        expect(busy_row.locator(".lag")).to_have_text("-")  # no committed offset: no lag to show
+        # live: the list refreshes by itself
+        admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "w", "partition": 0}] * 4})
+        expect(idle_row.locator(".lag")).to_have_text("9", timeout=10_000)
+        page.get_by_role("link", name=idle).click()
+        expect(page).to_have_url(f"{front.url}/ui/groups/{idle}")
+        page.context.close()
+    finally:
+        admin.delete(f"/v1/groups/{busy}/members/{joined.json()['member_id']}")
+
+
+def test_sparklines_draw_for_every_partition(browser, front, admin):
+    """Every partition's chart is a visible line across the whole chart from its first sample: a partition seen
+    once, one whose lag never changes (13) and one at 0 -- each drawn inside the box, none blank."""
+    topic, group = f"ok-{uuid.uuid4().hex[:8]}", f"g-ok-{uuid.uuid4().hex[:6]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 3}).status_code == 201
+    r = admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": "v", "partition": p}
+                                                                    for p in (0, 1, 2) for _ in range(13)]})
+    assert r.status_code == 200
+    assert admin.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": topic, "partition": 0, "offset": 0}, {"topic": topic, "partition": 1, "offset": 13}]}).status_code == 200
+    page = login(browser, front, "alice", f"/ui/groups/{group}")
+
+    def charts() -> list[dict]:
+        return page.evaluate("""() => [...document.querySelectorAll('table.lag tbody tr')].map(tr => {
+            const line = tr.querySelector('svg polyline');
+            if (!line) return {partition: tr.dataset.partition, drawn: false};
+            const box = line.getBBox(), ys = line.getAttribute('points').split(' ').map(p => +p.split(',')[1]);
+            return {partition: tr.dataset.partition, drawn: true, width: box.width,
+                    minY: Math.min(...ys), maxY: Math.max(...ys), lag: tr.querySelector('.lag-value').textContent};
+        })""")
+
+    def visible(rows: list[dict]) -> bool:
+        return all(c["drawn"] and c["width"] >= 100 and 1 <= c["minY"] and c["maxY"] <= 23 for c in rows)
+
+    first = charts()
+    assert [c["lag"] for c in first] == ["13", "0"], first
+    assert visible(first), first  # one sample each: already a line across
+    # a partition whose commit arrives later gets its chart from its first sample, beside the others' history
+    assert admin.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": topic, "partition": 2, "offset": 1}]}).status_code == 200
+    expect(page.locator('tr[data-partition="2"] svg polyline')).to_have_count(1, timeout=10_000)
+    rows = charts()
+    assert [c["lag"] for c in rows] == ["13", "0", "12"] and visible(rows), rows
+    shot(page, "console-sparklines")
+    page.context.close()
+
+
+def test_favicon_is_served(browser, front):
+    page = login(browser, front, "alice")
+    href = page.evaluate("() => document.querySelector('link[rel=icon]').href")
+    assert href == f"{front.url}/favicon.ico"
+    sizes = page.evaluate("""async href => {
+        const img = new Image(); img.src = href; await img.decode(); return [img.naturalWidth, img.naturalHeight];
+    }""", href)
+    assert sizes in ([16, 16], [32, 32])  # the browser decoded one of the icon's images
+    response = page.request.get(f"{front.url}/favicon.ico")
+    assert response.status == 200 and response.headers["content-type"] == "image/x-icon"
     page.context.close()

@@ -1,8 +1,8 @@
-"""The handoff route (POST /internal/v1/topics/{topic}/commits, api/routers/handoffs.py) on bodies that broke
+"""The handoff route (POST /internal/v1/topics/{topic}/commits, api/routers/handoffs.py) on bodies that break
 Python's own decoders in lakelog/writer/commit_handoff.py: stats nested past the recursion limit, a number beyond
 a float, a body that is not UTF-8. Each is 400 INVALID_REQUEST (42) from a real ``lakelog serve --node-id``, on
 the event loop and on a thread (a body over INLINE_DECODE_BYTES); nothing is committed and the front keeps
-serving. Before, they were 500 UNKNOWN_SERVER_ERROR, which the sending front reads as "outcome unknown"."""
+serving. A 500 UNKNOWN_SERVER_ERROR would be wrong: the sending front reads it as "outcome unknown"."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import time
 import uuid
@@ -22,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from front_process import Front, new_topic
-from hostile_support import (FUZZ_SECONDS_ENV, arrow_bytes, bomb_body, clean_error_body, corrupt_offsets_body,
+from hostile_support import (arrow_bytes, bomb_body, clean_error_body, corrupt_offsets_body, fuzz_rounds,
                              refused_untouched, rss_bytes, storage_fingerprint)
+
 from lakelog.storage.record_schema import HEADER_TYPE
 
 ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
@@ -214,7 +214,7 @@ def test_unknown_route_is_not_found(http):
 
 def test_unexpected_errors_name_no_detail():
     """Storage failures are KAFKA_STORAGE_ERROR with the failure's kind only; other bugs say nothing."""
-    from api.errors import unexpected_error
+    from lakelog.broker.error_mapping import unexpected_error
 
     full = unexpected_error(OSError(28, "No space left on device", "/data/root/topics/t/_delta_log/5.json"),
                             "PATCH", "/v1/topics/t")
@@ -259,17 +259,6 @@ def test_hostile_arrow_from_a_write_only_principal(writer_front):
 
 # -- fuzzing ---------------------------------------------------------------------------------------------------
 FUZZ_EXAMPLES = 40  # per round; make test runs one round, LAKELOG_FUZZ_SECONDS=N runs rounds for N seconds
-FUZZ_SECONDS = float(os.environ.get(FUZZ_SECONDS_ENV, "0"))
-
-
-def fuzz_rounds(check) -> int:
-    """Run hypothesis' ``check`` once, or again and again (fresh random examples) for FUZZ_SECONDS."""
-    deadline, rounds = time.monotonic() + FUZZ_SECONDS, 0
-    while True:
-        check()
-        rounds += 1
-        if time.monotonic() >= deadline:
-            return rounds
 
 
 def _valid_arrow_bodies() -> list[bytes]:

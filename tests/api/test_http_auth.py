@@ -4,7 +4,7 @@ One front with an auth file (local root): ``admin`` is a super user, ``alice``
 holds the ACLs each operation needs (topics by prefix ``ok-``, group ``g-ok``,
 IdempotentWrite on the cluster), ``bob`` is authenticated but holds none.
 Refused requests write nothing.  The ACL semantics themselves (prefix/literal,
-wildcards, deny-wins, implied Describe) are checked on :class:`api.auth.Authorizer`.
+wildcards, deny-wins, implied Describe) are checked on :class:`lakelog.broker.authorizer.Authorizer`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import uuid
 
 import pytest
 
-from api.auth import CLUSTER, GROUP, TOPIC, Authorizer, Principal
 from front_process import Front
+
+from lakelog.broker.authorizer import CLUSTER, GROUP, TOPIC, Authorizer, Principal
 from lakelog.errors import InvalidConfig, SaslAuthenticationFailed, TopicAuthorizationFailed
 
 TOKENS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}

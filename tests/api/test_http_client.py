@@ -1,4 +1,4 @@
-"""The Python client (``lakelog.client``) and ``lakelog produce --bootstrap`` against a real front."""
+"""The Python client (``lakelog.client``) and ``lakelog produce --url`` against a real front."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_cli_produce_bootstrap(front, http):
     topic = f"clip-{front.port}"
     assert http.post("/v1/topics", json={"name": topic, "partitions": 2}).status_code == 201
     lines = "".join(f"k{i}\tvalue-{i}\n" for i in range(25))
-    out = subprocess.run([sys.executable, "-m", "lakelog.cli", "produce", topic, "--bootstrap", front.url,
+    out = subprocess.run([sys.executable, "-m", "lakelog.cli", "produce", topic, "--url", front.url,
                           "--key-separator", "\t", "--json"], input=lines, capture_output=True, text=True,
                          cwd=str(REPO), timeout=120)
     assert out.returncode == 0, out.stderr
@@ -118,7 +118,7 @@ def test_cli_produce_bootstrap(front, http):
         for r in http.get(f"/v1/topics/{topic}/partitions/{p}/records", params={"offset": 0}).json()["records"]:
             stored[r["key"]] = (p, r["value"])
     assert stored == {f"k{i}": (partition_for_key(f"k{i}".encode(), 2), f"value-{i}") for i in range(25)}
-    missing = subprocess.run([sys.executable, "-m", "lakelog.cli", "produce", "no-such-topic", "--bootstrap",
+    missing = subprocess.run([sys.executable, "-m", "lakelog.cli", "produce", "no-such-topic", "--url",
                               front.url], input="x\n", capture_output=True, text=True, cwd=str(REPO), timeout=120)
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
 

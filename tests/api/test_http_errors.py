@@ -201,7 +201,7 @@ def row_body_too_large_chunked(http, t):
 
 
 def row_create_body_too_large_chunked(http, t):
-    """A route whose body FastAPI parses (it used to answer its own 400 for the limit's error)."""
+    """A route whose body FastAPI parses (its own 400 must not replace the limit's error)."""
     body = _chunked_over_the_limit(b'{"name": "too-large-chunked", "partitions": 1, "configs": {"x": "', b'"}}')
     return lambda: http.post("/v1/topics", content=body, headers={"content-type": "application/json"})
 

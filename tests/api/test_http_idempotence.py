@@ -112,7 +112,7 @@ def test_restart_between_batch_and_retry_still_deduplicates(start_front):
 
 def test_a_fresh_front_claims_its_producer_ids_at_start_up(start_front, front_root):
     """The first InitProducerId of a front is answered from the block it claimed as it started (KIP-730), not
-    after a commit of its own (768 ms under S3 Standard latency, measured by hand)."""
+    after a commit of its own (a round trip to the object store)."""
     import time
 
     from deltalake import DeltaTable

@@ -3,6 +3,7 @@
 * ``kafka_front`` -- one front per session (HTTP and Kafka listener) on a local root; tests use their own topics;
 * ``bootstrap`` -- its Kafka address (``127.0.0.1:PORT``); ``http`` -- an httpx client of its HTTP side;
 * ``topic`` -- a fresh 2-partition topic;
+* ``java_classes`` -- tests/kafka/java/*.java compiled once per session (javac against the reference jars);
 * ``failing_store`` -- a front of its own on a moto root behind the fault proxy (no retries by the store's
   client), as ``(front, proxy, prefix)``, for storage failures.
 """
@@ -28,6 +29,9 @@ def kafka_front(tmp_path_factory):
     f = kafka_front_process(str(tmp_path_factory.mktemp("kafka-root") / "root"),
                             tmp_path_factory.mktemp("kafka-logs"),
                             env={"LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
+                                 # as Kafka's own test brokers: the suite's groups start at once (the delay's
+                                 # behaviour is tests/group/test_group_coordinator.py's)
+                                 "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
                                  "LAKELOG_MAX_REQUEST_BYTES": str(MAX_FRAME_BYTES)})
     f.start()
     yield f
@@ -48,6 +52,13 @@ def http(kafka_front):
 @pytest.fixture
 def topic(http) -> str:
     return new_topic(http)
+
+
+@pytest.fixture(scope="session")
+def java_classes(tmp_path_factory) -> Path:
+    from java_programs import compiled
+
+    return compiled(tmp_path_factory.mktemp("java-classes"))
 
 
 @pytest.fixture

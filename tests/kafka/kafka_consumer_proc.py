@@ -2,9 +2,11 @@
 
     python kafka_consumer_proc.py '<json config>'
 
-Config: bootstrap, topic, group, strategy, session_ms.  Prints one JSON line per change of its assignment
-(``{"assigned": [[topic, partition], ...]}``) and ``{"consumed": n}`` after each commit; commits synchronously
-after every poll that returned records.  Stops on SIGTERM (closing: it leaves the group).
+Config: bootstrap, topic, group, strategy (or ``"protocol": "consumer"`` for KIP-848), session_ms.  Prints one
+JSON line per rebalance callback (``{"event": "assign"|"revoke"|"lost", "tps": [...], "time": t}``, printed before
+the callback returns), one per change of its assignment (``{"assigned": [[topic, partition], ...]}``), and
+``{"consumed": n}`` after each commit; commits synchronously after every poll that returned records.  Stops on
+SIGTERM (closing: it leaves the group).
 """
 
 from __future__ import annotations
@@ -12,18 +14,31 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 
 from confluent_kafka import Consumer
 
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    c = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
-                  "partition.assignment.strategy": cfg["strategy"], "session.timeout.ms": cfg["session_ms"],
-                  "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+    if cfg.get("protocol") == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"partition.assignment.strategy": cfg["strategy"], "session.timeout.ms": cfg["session_ms"],
+                     "heartbeat.interval.ms": 300})
+    c = Consumer(conf)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    c.subscribe([cfg["topic"]])
+
+    def event(kind: str):
+        def callback(consumer, partitions) -> None:
+            print(json.dumps({"event": kind, "tps": sorted([tp.topic, tp.partition] for tp in partitions),
+                              "time": time.time()}), flush=True)
+        return callback
+
+    c.subscribe([cfg["topic"]], on_assign=event("assign"), on_revoke=event("revoke"), on_lost=event("lost"))
     last = None
     consumed = 0
     while not stop:

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_kafka_bench_quick_run(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     proc = subprocess.run([sys.executable, "-m", "bench.run", "kafka_produce", "--quick", "--scale", "0.5",
-                           "--output", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
+                           "--details", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     body = re.search(r"<!-- bench:kafka_produce -->(.*?)<!-- /bench:kafka_produce -->", out.read_text(), re.S)
@@ -30,7 +30,7 @@ def test_kafka_bench_quick_run(tmp_path):
 def test_transactions_bench_quick_run(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     proc = subprocess.run([sys.executable, "-m", "bench.run", "transactions", "--quick", "--scale", "0.5",
-                           "--output", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
+                           "--details", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a goal not met (tiny sizes say nothing)
     body = re.search(r"<!-- bench:transactions -->(.*?)<!-- /bench:transactions -->", out.read_text(), re.S)
@@ -38,3 +38,30 @@ def test_transactions_bench_quick_run(tmp_path):
     assert re.search(r"\| transactional producer, 100 ms transactions .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
     assert re.search(r"\| Spark scan, kafka.isolation.level=read_committed \| [\d,]+ \| [\d.]+x \|", body.group(1))
     assert re.search(r"\| transactional \| [\d.]+ \| [\d.]+ \|", body.group(1))  # CPU-µs per record
+
+
+def test_quotas_bench_quick_run(tmp_path):
+    """bench/quotas.py runs end to end: a row per producer with its acknowledged rate (one short window)."""
+    out = tmp_path / "BENCHMARKS.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "quotas", "--quick", "--output", str(out),
+                           "--workdir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a goal not met (one short window says nothing)
+    body = re.search(r"<!-- bench:quotas -->(.*?)<!-- /bench:quotas -->", out.read_text(), re.S)
+    assert body, out.read_text()
+    assert re.search(r"\| fast, beside slow \| [\d,]+ \| none \| 0 \|", body.group(1)), body.group(1)
+    assert re.search(r"\| slow, beside fast \| [\d,]+ \| 100,000 \| \d+ \|", body.group(1)), body.group(1)
+
+
+def test_kafka_checks_bench_quick_run(tmp_path):
+    """bench/kafka_checks.py: both fronts (this checkout and the code before the checks, from git) answer, and
+    the section has both rows with a ratio."""
+    out = tmp_path / "BENCHMARKS.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "kafka_checks", "--quick", "--scale", "0.5",
+                           "--output", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    body = re.search(r"<!-- bench:kafka_checks -->(.*?)<!-- /bench:kafka_checks -->", out.read_text(), re.S)
+    assert body, out.read_text()
+    for load in ("confluent-kafka produce", "confluent-kafka fetch"):
+        assert re.search(rf"\| {load} .*\| [\d,]+ \| [\d,]+ \| [\d.]+x \|", body.group(1)), body.group(1)

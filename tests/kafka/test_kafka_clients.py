@@ -8,9 +8,10 @@ import asyncio
 import base64
 import subprocess
 import time
+import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -168,15 +169,16 @@ def test_kcat_metadata_produce_consume_and_timestamp_query(bootstrap, topic):
     assert int(q.split("offset")[1].split()[0]) <= 5  # first offset at or after the 6th record's timestamp
 
 
-def test_producing_to_a_missing_topic_fails_without_creating_it(bootstrap, http):
-    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 3000})
+def test_producing_to_a_missing_topic_creates_it(bootstrap, http):
+    """Kafka's auto.create.topics.enable (on by default): the producer's Metadata request creates the topic with
+    num.partitions (1) partitions (tests/kafka/test_kafka_configs.py runs a front with it off)."""
+    name = f"auto-{uuid.uuid4().hex[:8]}"
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 30000})
     errors = []
-    p.produce("no-such-topic-kafka", b"x", on_delivery=lambda err, msg: errors.append(err))
-    p.flush(10)
-    assert errors and errors[0] is not None
-    assert http.get("/v1/topics/no-such-topic-kafka").status_code == 404
-    with pytest.raises(KafkaException):
-        raise KafkaException(errors[0])
+    p.produce(name, b"x", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(60)
+    assert errors == [None]
+    assert len(http.get(f"/v1/topics/{name}").json()["partitions"]) == 1
 
 
 def test_kafka_traffic_shows_in_the_fronts_metrics(bootstrap, topic, http):

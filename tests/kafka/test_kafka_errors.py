@@ -1,6 +1,6 @@
 """docs/kafka-clients.md's error table, one test per row, against a real listener with exact requests (kio types
-through :class:`wire_client.WireClient`).  Rows about SASL and ACLs are tested in ``test_kafka_sasl.py``; the
-table and the tests must name the same rows."""
+through :class:`wire_client.WireClient`).  Rows that need a secured front are tested in ``test_kafka_sasl.py``
+and ``test_kafka_acls.py``; the table and the tests must name the same rows."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ ELSEWHERE = {  # rows whose test needs the secured front of test_kafka_sasl.py
     "sasl-authentication-failed": "test_kafka_sasl.py::test_bad_credentials_fail_authentication",
     "unsupported-sasl-mechanism": "test_kafka_sasl.py::test_requests_before_authentication_close_the_connection",
     "before-authentication": "test_kafka_sasl.py::test_requests_before_authentication_close_the_connection",
+    "cluster-authorization": "test_kafka_acls.py::test_acl_apis_need_the_cluster_and_file_acls_stay",
+    "sasl-bare-token-failed": "test_kafka_acls.py::test_bare_token_exchange_after_a_v0_handshake",
+    "sasl-frame-too-large": "test_hostile_clients.py::test_a_large_frame_before_authentication_closes_at_its_size",
 }
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 
@@ -96,6 +99,44 @@ def row_malformed_frame(wire, topic, http):
         assert _hw(http, topic) == 0  # nothing written
         assert other.request(METADATA, 12, {"topics": None}).brokers  # other connections unaffected
     return None
+
+
+def row_declared_length_past_frame(wire, topic, http):
+    from kafka_frames import huge_count_frames, uvarint
+
+    for frame in huge_count_frames().values():  # 27 and 51 bytes declaring 2**32-2 and 4e9 elements
+        with WireClient(wire.sock.getpeername()[0] + ":" + str(wire.sock.getpeername()[1])) as other:
+            other.send_raw(frame)
+            assert other.closed_by_server()
+    good = wire.frame(PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch([b"x"])}]}]})
+    at = good.index(topic.encode()) - 1  # the topic name's compact length, made 1 MiB: past the frame's end
+    bad = good[:at] + uvarint((1 << 20) + 1) + good[at + 1:]
+    wire.send_raw(struct.pack(">i", len(bad) - 4) + bad[4:])
+    assert wire.closed_by_server()
+    assert _hw(http, topic) == 0
+    return None
+
+
+def row_null_not_nullable(wire, topic, http):
+    from kafka_frames import null_array_frames
+
+    for frame in null_array_frames().values():
+        with WireClient(wire.sock.getpeername()[0] + ":" + str(wire.sock.getpeername()[1])) as other:
+            other.send_raw(frame)
+            assert other.closed_by_server()
+    assert wire.request(METADATA, 12, {"topics": None}).brokers  # null where Kafka allows it: every topic
+    return None
+
+
+def row_inconsistent_batch_offset_range(wire, topic, http):
+    three = bytearray(batch([b"a", b"b", b"c"]))
+    struct.pack_into(">i", three, 23, 2**31 - 1)  # last offset delta 2**31-1 for 3 records (the review's 9a)
+    struct.pack_into(">I", three, 17, crc32c(bytes(three[21:])))
+    r = produce(wire, topic, bytes(three))
+    assert "Inconsistent batch offset range" in r.error_message
+    assert _hw(http, topic) == 0
+    return r.error_code
 
 
 def row_unknown_topic(wire, topic, http):
@@ -262,7 +303,7 @@ def row_offset_out_of_range(wire, topic, http):
     f = wire.request(FETCH, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
         {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 50, "partition_max_bytes": 1 << 20}]}]})
     p = f.responses[0].partitions[0]
-    assert (p.high_watermark, p.log_start_offset) == (0, 0)
+    assert (p.high_watermark, p.log_start_offset) == (-1, -1)  # Kafka's answer with an error
     return p.error_code
 
 
@@ -271,7 +312,10 @@ def row_coordinator_key_type(wire, topic, http):
 
 
 def row_inconsistent_group_protocol(wire, topic, http):
-    return wire.request(11, 7, {"group_id": "g-err", "session_timeout": 10000, "rebalance_timeout": 10000,
+    group = f"g-proto-{topic}"  # a consumer group (an HTTP member): a classic member must speak `consumer` in it
+    r = http.post(f"/v1/groups/{group}/members", json={"topics": [topic], "session_timeout_ms": 10_000})
+    assert r.status_code == 200, r.text
+    return wire.request(11, 7, {"group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000,
                                 "member_id": "", "protocol_type": "connect",
                                 "protocols": [{"name": "range", "metadata": b""}]}).error_code
 
@@ -282,16 +326,17 @@ def row_unknown_member(wire, topic, http):
 
 def row_fenced_instance_id(wire, topic, http):
     group = f"g-static-{topic}"
-    members = []
-    for _ in range(2):  # the second join, a restart with the same group.instance.id, replaces the first member
-        r = http.post(f"/v1/groups/{group}/members", json={"topics": [topic], "group_instance_id": "worker-1",
-                                                          "session_timeout_ms": 10_000})
-        assert r.status_code == 200, r.text
-        members.append(r.json())
-    old, new = members
-    assert old["member_id"] != new["member_id"] and old["generation"] == new["generation"]
-    r = wire.request(8, 7, {"group_id": group, "generation_id_or_member_epoch": old["generation"],
-                            "member_id": old["member_id"], "group_instance_id": "worker-1", "topics": [
+    join = {"group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": "",
+            "group_instance_id": "worker-1", "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                                                        "metadata": b"md"}]}
+    old = wire.request(11, 5, join)
+    assert old.error_code == 0 and old.leader == old.member_id
+    assert wire.request(14, 3, {"group_id": group, "generation_id": old.generation_id, "member_id": old.member_id,
+                                "group_instance_id": "worker-1", "assignments": []}).error_code == 0
+    new = wire.request(11, 5, join)  # a restart with the same group.instance.id replaces the first member
+    assert new.error_code == 0 and new.member_id != old.member_id and new.generation_id == old.generation_id
+    r = wire.request(8, 7, {"group_id": group, "generation_id_or_member_epoch": old.generation_id,
+                            "member_id": old.member_id, "group_instance_id": "worker-1", "topics": [
                                 {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
                                                                 "committed_leader_epoch": -1,
                                                                 "committed_metadata": None}]}]})
@@ -308,6 +353,73 @@ def row_topic_already_exists(wire, topic, http):
 def row_invalid_partitions(wire, topic, http):
     r = wire.request(37, 3, {"topics": [{"name": topic, "count": 1, "assignments": None}], "timeout": 10000})
     return r.results[0].error_code
+
+
+def _create_topic(wire, name: str, *, partitions: int = 1, rf: int = 1, assignments=(), configs=()) -> int:
+    r = wire.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
+                                         "assignments": list(assignments), "configs": list(configs)}],
+                             "timeout_ms": 30000, "validate_only": False})
+    return r.topics[0].error_code
+
+
+def row_invalid_config(wire, topic, http):
+    name = f"{topic}-bad"
+    code = _create_topic(wire, name, configs=[{"name": "flush.ms", "value": "-1"}])
+    assert http.get(f"/v1/topics/{name}").status_code == 404
+    r = wire.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+        {"name": "retention.ms", "config_operation": 2, "value": "1"}]}], "validate_only": False})  # APPEND
+    assert r.responses[0].error_code == code
+    return code
+
+
+def row_invalid_replication_factor(wire, topic, http):
+    return _create_topic(wire, f"{topic}-rf", rf=3)
+
+
+def row_invalid_replica_assignment(wire, topic, http):
+    return _create_topic(wire, f"{topic}-ra", partitions=-1, rf=-1,
+                         assignments=[{"partition_index": 0, "broker_ids": [2]}])
+
+
+def row_read_only_broker_config(wire, topic, http):
+    r = wire.request(33, 2, {"resources": [{"resource_type": 4, "resource_name": "1", "configs": [
+        {"name": "num.partitions", "value": "3"}]}], "validate_only": False})
+    return r.responses[0].error_code
+
+
+def row_security_disabled(wire, topic, http):
+    r = wire.request(30, 3, {"creations": [{"resource_type": 2, "resource_name": topic, "resource_pattern_type": 3,
+                                            "principal": "User:a", "host": "*", "operation": 3,
+                                            "permission_type": 3}]})
+    return r.results[0].error_code
+
+
+def row_scram_credential_not_found(wire, topic, http):
+    r = wire.request(50, 0, {"users": [{"name": f"nobody-{topic}"}]})
+    return r.results[0].error_code
+
+
+def row_duplicate_resource(wire, topic, http):
+    r = wire.request(50, 0, {"users": [{"name": topic}, {"name": topic}]})
+    return r.results[0].error_code
+
+
+def row_unacceptable_credential(wire, topic, http):
+    r = wire.request(51, 0, {"deletions": [], "upsertions": [{"name": topic, "mechanism": 1, "iterations": 1000,
+                                                             "salt": b"salt", "salted_password": b"x" * 32}]})
+    return r.results[0].error_code
+
+
+def row_invalid_quota(wire, topic, http):
+    r = wire.request(49, 1, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": topic}],
+                                          "ops": [{"key": "producer_byte_rate", "value": 1.5, "remove": False}]}],
+                             "validate_only": False})
+    return r.entries[0].error_code
+
+
+def row_controller_endpoints(wire, topic, http):
+    r = wire.request(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+    return r.error_code
 
 
 ROWS = {name[4:].replace("_", "-"): fn for name, fn in list(globals().items()) if name.startswith("row_")}

@@ -26,21 +26,23 @@ def producer(bootstrap: str, tid: str, **conf) -> Producer:
     return p
 
 
-def read_all(bootstrap: str, tps: list[tuple[str, int]], isolation: str, settle_s: float = 1.0) -> dict:
+def read_all(bootstrap: str, tps: list[tuple[str, int]], isolation: str, settle_s: float = 1.0,
+             first_s: float = 10.0) -> dict:
     """Every record of ``tps`` from offset 0, as {(topic, partition): [(offset, value)]}, read until nothing new
-    arrived for ``settle_s``."""
+    arrived for ``settle_s`` after the first record (or for ``first_s`` when none comes: a loaded machine's
+    first fetch takes longer than ``settle_s``)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "isolation.level": isolation, "fetch.wait.max.ms": 50})
     c.assign([TopicPartition(t, p, 0) for t, p in tps])
     out: dict = {tp: [] for tp in tps}
-    quiet_since = time.monotonic()
+    quiet_since, wait = time.monotonic(), first_s
     try:
-        while time.monotonic() - quiet_since < settle_s:
+        while time.monotonic() - quiet_since < wait:
             m = c.poll(0.1)
             if m is None or m.error():
                 continue
             out[(m.topic(), m.partition())].append((m.offset(), m.value()))
-            quiet_since = time.monotonic()
+            quiet_since, wait = time.monotonic(), settle_s
     finally:
         c.close()
     return out

@@ -11,7 +11,7 @@ from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_batch
 
-from lakelog.errors import CorruptRecord, InvalidTimestamp, UnsupportedCompressionType
+from lakelog.errors import CorruptRecord, InvalidRecord, InvalidTimestamp, UnsupportedCompressionType
 
 from kafka_front import compression
 from kafka_front.record_batch import (HEADER_SIZE, compressed_batch, decode_batch, encode_batch, split_batches)
@@ -107,12 +107,33 @@ HOSTILE = [
     ("batch length beyond the data", lambda: _valid()[:-1]),
     ("bad magic", lambda: _flip(_valid(), 16)),
     ("bad CRC", lambda: _flip(_valid(), len(_valid()) - 1)),
-    ("record count larger than offsets", lambda: _with_crc(_valid()[:57] + struct.pack(">i", 1000) + _valid()[61:])),
     ("record length past the end", lambda: _with_crc(_valid()[:61] + b"\x7e" + _valid()[62:])),
     ("trailing bytes after the last record", lambda: _with_crc(
         _valid()[:8] + struct.pack(">i", len(_valid()) - 12 + 1) + _valid()[12:] + b"\x00")),
-    ("negative count", lambda: _with_crc(_valid()[:57] + struct.pack(">i", -5) + _valid()[61:])),
 ]
+
+
+def _header_field(fmt: str, at: int, value: int) -> bytes:
+    out = bytearray(_valid())
+    struct.pack_into(fmt, out, at, value)
+    return _with_crc(bytes(out))
+
+
+# Kafka's LogValidator.validateBatch, for a client's batch: INVALID_RECORD with its messages
+INVALID_HEADERS = [
+    ("record count larger than offsets", lambda: _header_field(">i", 57, 1000), "Inconsistent batch offset range"),
+    ("negative count", lambda: _header_field(">i", 57, -5), "Invalid reported count"),
+    ("zero count", lambda: _header_field(">i", 57, 0), "Invalid reported count"),
+    ("negative last offset delta", lambda: _header_field(">i", 23, -1), "invalid offset range"),
+    # finding 9a of the hostile-clients review: 3 records, last offset delta 2**31-1
+    ("last offset delta 2**31-1", lambda: _header_field(">i", 23, 2**31 - 1), "Inconsistent batch offset range"),
+]
+
+
+@pytest.mark.parametrize("name,make,message", INVALID_HEADERS, ids=[h[0] for h in INVALID_HEADERS])
+def test_batch_offsets_and_count_are_checked_as_kafka_does(name, make, message):
+    with pytest.raises(InvalidRecord, match=message):
+        decode_batch(split_batches(make())[0], max_decompressed_bytes=LIMIT)
 
 
 @pytest.mark.parametrize("name,make", HOSTILE, ids=[h[0] for h in HOSTILE])
@@ -217,3 +238,55 @@ def test_columnar_encoder_writes_the_same_bytes(name, keys, values, headers):
                          keys=pa.array(keys, pa.binary()), values=pa.array(values, pa.binary()), producer_id=3,
                          producer_epoch=2, base_sequence=7, log_append_time=True)
     assert got == want
+
+
+@pytest.mark.parametrize("room", [0, 61, 200, 1_000, 5_000, 1 << 20])
+def test_a_prefix_of_columns_fits_its_room(room):
+    import numpy as np
+    import pyarrow as pa
+
+    from kafka_front.record_batch import encode_columns, encode_columns_within
+
+    n = 100
+    offsets = np.arange(1000, 1000 + n)
+    stamps = np.array([1_700_000_000_000 + (i * 37) % 500 for i in range(n)])  # not ascending: a prefix's min is larger
+    keys = pa.array([None if i % 3 else b"k%d" % i for i in range(n)], pa.binary())
+    values = pa.array([b"v" * (i % 50) for i in range(n)], pa.binary())
+    data, k = encode_columns_within(room, base_offset=1000, offsets=offsets, timestamps=stamps, keys=keys,
+                                    values=values)
+    assert len(data) <= room
+    if k == n:
+        assert data == encode_columns(base_offset=1000, offsets=offsets, timestamps=stamps, keys=keys, values=values)
+    if k:
+        b = decode_batch(data, max_decompressed_bytes=LIMIT)
+        assert b.keys.to_pylist() == keys.to_pylist()[:k] and b.values.to_pylist() == values.to_pylist()[:k]
+        assert b.timestamps.tolist() == stamps[:k].tolist() and b.max_timestamp == int(stamps[:k].max())
+        bigger, k2 = encode_columns_within(len(data) + 1_000, base_offset=1000, offsets=offsets, timestamps=stamps,
+                                           keys=keys, values=values)
+        assert k2 > k or k == n  # the longest prefix that fits
+    else:
+        assert data == b"" and room < 100
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_stored_records_are_cut_to_the_limit_at_record_boundaries(headers):
+    import pyarrow as pa
+
+    from kafka_front.record_table import table_batches
+    from lakelog.storage.record_schema import FILE_SCHEMA
+
+    n = 50
+    rows = {"offset": list(range(n)), "timestamp": [1_700_000_000_000_000] * n, "timestampType": [0] * n,
+            "producerId": [-1] * n, "producerEpoch": [-1] * n, "sequence": [-1] * n, "key": [None] * n,
+            "value": [b"x" * 1000] * n,
+            "headers": [[{"key": "h", "value": b"1"}] if headers else None for _ in range(n)]}
+    table = pa.table({f.name: pa.array(rows[f.name], f.type) for f in FILE_SCHEMA if f.name in rows})
+    for f in FILE_SCHEMA:
+        if f.name not in rows:
+            table = table.append_column(f, pa.nulls(n, f.type))
+    table = table.select([f.name for f in FILE_SCHEMA])
+    data, done = table_batches(table, max_bytes=10_500)
+    assert len(data) <= 10_500 and done == 10  # ten records of about 1 kB and a batch header
+    data, done = table_batches(table, max_bytes=500)  # not even one: min_one sends the first alone
+    assert done == 1 and len(data) > 500
+    assert table_batches(table, max_bytes=500, min_one=False) == (b"", 0)

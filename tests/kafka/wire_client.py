@@ -15,10 +15,11 @@ from kafka_front.messages import build, request_type, response_type
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "wire-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -36,10 +37,10 @@ class WireClient:
         buf = io.BytesIO()
         if req_cls.__flexible__:
             entity_writer(HeaderV2)(buf, HeaderV2(request_api_key=api_key, request_api_version=version,
-                                                  correlation_id=self.correlation, client_id="wire-test"))
+                                                  correlation_id=self.correlation, client_id=self.client_id))
         else:
             entity_writer(HeaderV1)(buf, HeaderV1(request_api_key=api_key, request_api_version=version,
-                                                  correlation_id=self.correlation, client_id="wire-test"))
+                                                  correlation_id=self.correlation, client_id=self.client_id))
         entity_writer(req_cls)(buf, build(req_cls, values))
         data = buf.getvalue()
         return struct.pack(">i", len(data)) + data
@@ -82,3 +83,20 @@ class WireClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
+
+    def produce(self, topic: str, partition: int, value: bytes):
+        """One record produced (acks=all, Produce v9); the whole response (its throttle time included)."""
+        import time
+
+        from kafka_front.record_batch import encode_batch
+
+        records = encode_batch(base_offset=0, offset_deltas=[0], timestamps=[int(time.time() * 1000)], keys=[None],
+                               values=[value], producer_id=-1, producer_epoch=-1, base_sequence=-1)
+        return self.request(0, 9, {"acks": -1, "timeout": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20):
+        """Fetch v12 of one partition (no wait); the whole response."""
+        return self.request(1, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": max_bytes, "topics": [
+            {"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset,
+                                             "partition_max_bytes": max_bytes}]}]})

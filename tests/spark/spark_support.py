@@ -10,6 +10,59 @@ from spark_cluster import SPARK_ENV  # noqa: F401  (re-exported to this director
 REPO = Path(__file__).resolve().parents[2]
 
 
+S3A_TEST_CREDENTIALS = ("org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider,"
+                        "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+
+
+def hadoop_aws_classpath() -> str:
+    """The ``hadoop-aws`` reference set's class path (hadoop-aws, the AWS SDK v2 bundle); raises
+    ``reference.maven.ReferenceMissing`` naming the fetch command when it is not fetched."""
+    from reference import maven
+
+    return maven.classpath("hadoop-aws")
+
+
+def with_hadoop_aws(env) -> Exception | None:
+    """Put hadoop-aws on the class path of the PySpark sessions started with ``env`` (``PYSPARK_SUBMIT_ARGS``);
+    the error when the reference set is not fetched (None when done)."""
+    from reference import maven
+
+    try:
+        cp = hadoop_aws_classpath()
+    except maven.ReferenceMissing as e:
+        return e
+    args = env.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if "--driver-class-path" not in args:
+        # Credentials from the Hadoop configuration only (the storage.* options and the AWS environment, which the
+        # source translates into it): never S3A's last resort, the EC2 instance metadata service, which is no
+        # loopback address.
+        env["PYSPARK_SUBMIT_ARGS"] = (f"--driver-class-path {cp} --conf spark.hadoop.fs.s3a.aws.credentials.provider="
+                                      f"{S3A_TEST_CREDENTIALS} {args}")
+    return None
+
+
+def without_hadoop_aws(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a Spark whose class path has no hadoop-aws (as pyspark's wheel: S3 reads fall back to Python)."""
+    return {k: v for k, v in env.items() if k != "PYSPARK_SUBMIT_ARGS"}
+
+
+def s3a_loadable(spark) -> bool:
+    """Whether the session's driver can load S3AFileSystem (hadoop-aws on its class path)."""
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem")
+        return True
+    except Exception:  # noqa: BLE001 -- py4j wraps the ClassNotFoundException
+        return False
+
+
+def scanned_by_jvm(df) -> bool:
+    """Whether a batch DataFrame's scan is the JVM source's (a FileScan over LakelogFileIndex), not the Python
+    data source's (a ``BatchScan ... (Python)``)."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert ("LakelogFileIndex" in plan) != ("(Python)" in plan), plan
+    return "LakelogFileIndex" in plan
+
+
 def storage_options(root) -> dict[str, str]:
     """A StorageRoot's options as the source's ``storage.<key>`` options."""
     return {f"storage.{k}": v for k, v in root.options}

@@ -10,7 +10,7 @@ import pytest
 from lakelog import Log
 from lakelog.storage.storage_root import StorageRoot
 
-from spark_support import append_segment, lakelog_reader, produce, records_of
+from spark_support import append_segment, lakelog_reader, produce, records_of, scanned_by_jvm
 
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
              "timestampType int")
@@ -29,12 +29,13 @@ def library_records(log, topic, partitions, cols=("offset", "key", "value")):
     return sorted(out)
 
 
-def test_reads_exactly_the_committed_records_with_kafkas_schema(spark, log, root):
+def test_reads_exactly_the_committed_records_with_kafkas_schema(spark, log, root, lakelog_source):
     log.create_topic("orders", 3)
     log.append("orders", [{"key": f"k{i}", "value": f"v{i}", "headers": [{"key": "h", "value": f"{i}".encode()}],
                            "timestamp": 1_700_000_000_000 + i} for i in range(60)])
     log.append("orders", [{"key": None, "value": b"\x00\xff", "timestamp": 1_700_000_100_000}], partition=2)
     df = lakelog_reader(spark, root, subscribe="orders").load(root.uri)
+    assert scanned_by_jvm(df) == (lakelog_source == "jvm")  # S3 roots too: hadoop-aws is on the class path
     assert df.schema.simpleString() == f"struct<{KAFKA_DDL.replace(' ', ':').replace(',:', ',')}>"
     assert records_of(df) == library_records(log, "orders", 3)
     row = df.where("partition = 2").orderBy("offset").collect()[-1]

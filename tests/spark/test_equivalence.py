@@ -4,7 +4,8 @@ The model knows only the records written (partition, offset, timestamp), the del
 rules; the source resolves specs against Delta snapshots, plans segment slices and reads Parquet row groups.
 Random topics have non-monotonic timestamps, several segments per partition, compacted segments with offset
 gaps and moved log start offsets.  Many examples run through the reader objects directly (the same code
-Spark calls); fewer through ``spark.read.format("lakelog")``.
+Spark calls); fewer through ``spark.read.format("lakelog")``, on the JVM and the Python source (conftest), on a
+local root and on the moto S3 server.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lakelog import Log
 from lakelog.spark.spark_source import KAFKA_SCHEMA, LakelogDataSource
 from lakelog.storage.storage_root import StorageRoot
 
+from s3_server import BUCKET, s3_options
 from spark_support import append_segment, lakelog_reader
 
 T0 = 1_700_000_000_000
@@ -186,9 +188,25 @@ def test_reader_matches_the_model(shared_log, data, shape):
         assert read_with_reader_objects(shared_log, opts) == model(topic, opts), opts
 
 
+@pytest.fixture(scope="module")
+def s3_shared_log(s3_endpoint):
+    return Log(StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(s3_endpoint)))
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), shape=topics())
 def test_spark_matches_the_model(spark, shared_log, data, shape):
+    spark_matches_the_model(spark, shared_log, data, shape)
+
+
+@pytest.mark.s3
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), shape=topics())
+def test_spark_matches_the_model_on_s3(spark, s3_shared_log, data, shape):
+    spark_matches_the_model(spark, s3_shared_log, data, shape)
+
+
+def spark_matches_the_model(spark, shared_log, data, shape):
     topic = build(shared_log, *shape)
     opts = data.draw(specs(topic))
     expected = model(topic, opts)

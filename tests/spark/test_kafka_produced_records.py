@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from lakelog.compaction.compaction_job import run_compaction
+from lakelog.maintenance.cleaner import run_compaction
 from lakelog.log import Log
 from lakelog.storage.storage_root import StorageRoot
 

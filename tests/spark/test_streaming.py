@@ -46,9 +46,10 @@ def test_available_now_drains_to_the_start_high_watermark_in_bounded_batches(spa
     assert sorted(rows) == [(0, o) for o in range(70)] + [(1, o) for o in range(30)]
     assert [len(b) for b in batches if b] == [40, 40, 20]  # every batch bounded by maxOffsetsPerTrigger
     assert q.lastProgress["sources"][0]["latestOffset"] is not None  # reportLatestOffset
-    # the JVM stream reads local roots; S3 roots without hadoop-aws (and jvm.enabled=false) go to the Python source
+    # the JVM stream reads local and S3 roots (hadoop-aws is on the session's class path); jvm.enabled=false goes to
+    # the Python source
     on_jvm = "LakelogMicroBatchStream" in q.lastProgress["sources"][0]["description"]
-    assert on_jvm == (lakelog_source == "jvm" and root.is_local)
+    assert on_jvm == (lakelog_source == "jvm")
     batches.clear()
     run_available_now(df, tmp_path / "ck", on_batch)  # the next run reads only what came since
     assert sorted(r for b in batches for r in b) == [(0, o) for o in range(70, 85)]

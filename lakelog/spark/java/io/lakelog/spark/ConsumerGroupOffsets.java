@@ -5,10 +5,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
-import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.example.data.Group;
 import org.apache.parquet.example.data.simple.SimpleGroupFactory;
@@ -47,7 +45,9 @@ import java.util.*;
  * {@code _delta_log/<version + 1>.json} put-if-absent, with the add action and the txn {@code lakelog.leo.<P>} = new
  * log end offset, as lakelog/writer/committer.py {@code _commit_direct} writes it; when another commit took the
  * version, the log is re-read and the commit retried at the new log end. Put-if-absent is a hard link on local
- * roots; on S3A, a rename without overwrite, which is a copy and a delete, not atomic (docs/spark.md).
+ * roots and S3's conditional PUT ({@code If-None-Match: *}, {@link S3ConditionalCreate}) on S3 roots. A commit whose
+ * put was refused checks whether the commit in its place is its own (an earlier attempt whose answer was lost, then
+ * retried by the S3 client), by the {@code lakelog.commitId} of its commitInfo, so it is never written twice.
  */
 public final class ConsumerGroupOffsets {
     static final String TOPIC = "__consumer_offsets";
@@ -114,8 +114,20 @@ public final class ConsumerGroupOffsets {
 
     /** The store of a root given as the source's path (for the tests, which drive it through py4j). */
     public static ConsumerGroupOffsets of(String root) {
-        Root r = Root.resolve(root, new TreeMap<>());
-        return new ConsumerGroupOffsets(r, new Configuration());
+        return of(root, new TreeMap<>());
+    }
+
+    /** The store of a root with the source's storage options (keys without their {@code storage.} prefix). */
+    public static ConsumerGroupOffsets of(String root, Map<String, String> storage) {
+        return of(root, storage, "auto");
+    }
+
+    /** ... with S3 commits created through {@code mode} ({@link S3ConditionalCreate#MODE}: auto, s3a or sdk). */
+    public static ConsumerGroupOffsets of(String root, Map<String, String> storage, String mode) {
+        Root r = Root.resolve(root, storage);
+        Configuration conf = r.conf(new Configuration());
+        conf.set(S3ConditionalCreate.MODE, mode);
+        return new ConsumerGroupOffsets(r, conf);
     }
 
     /** {@link #commit} with the offsets as the offsets JSON {@code {"topic":{"0":12}}}. */
@@ -254,7 +266,7 @@ public final class ConsumerGroupOffsets {
             add.put("stats", stats.toString());
             lines.addObject().putObject("txn").put("appId", TopicState.LEO + p).put("version", leo + offsets.size())
                 .put("lastUpdated", now);
-            if (putIfAbsent(commitPath(s.version + 1), lines)) return;
+            if (putIfAbsent(commitPath(s.version + 1), lines) || committedAs(s.version + 1, commitId)) return;
             try {
                 fs.delete(file, false); // never referenced: the retry writes the records at the new log end
             } catch (IOException ignored) {
@@ -318,31 +330,39 @@ public final class ConsumerGroupOffsets {
         }
     }
 
+    /** Whether the commit file of {@code version} is the one with this commitId (its own, created by a lost try). */
+    private boolean committedAs(long version, String commitId) {
+        try {
+            String text = TopicState.readText(fs, commitPath(version));
+            for (String line : text.split("\n")) {
+                JsonNode info = line.isBlank() ? null : JSON.readTree(line).get("commitInfo");
+                if (info != null) return commitId.equals(info.path("lakelog.commitId").asText(null));
+            }
+            return false;
+        } catch (FileNotFoundException e) {
+            return false;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** Create {@code target} holding the lines unless it exists: false when it does (another commit won). */
     private boolean putIfAbsent(Path target, ArrayNode lines) {
         StringBuilder body = new StringBuilder();
         for (JsonNode l : lines) body.append(l.toString()).append('\n');
-        Path tmp = new Path(target.getParent(), "." + UUID.randomUUID().toString().replace("-", "") + ".tmp");
+        byte[] bytes = body.toString().getBytes(StandardCharsets.UTF_8);
         try {
+            if (root.s3) return S3ConditionalCreate.create(fs, conf, target, bytes);
+            Path tmp = new Path(target.getParent(), "." + UUID.randomUUID().toString().replace("-", "") + ".tmp");
             fs.mkdirs(target.getParent());
             try (OutputStream out = fs.create(tmp, false)) {
-                out.write(body.toString().getBytes(StandardCharsets.UTF_8));
+                out.write(bytes);
             }
             try {
-                if (!root.s3 && target.toUri().getScheme().equals("file")) {
-                    try {
-                        Files.createLink(Paths.get(target.toUri()), Paths.get(tmp.toUri())); // atomic, never replaces
-                        return true;
-                    } catch (FileAlreadyExistsException e) {
-                        return false;
-                    }
-                }
-                try {
-                    FileContext.getFileContext(target.toUri(), conf).rename(tmp, target, Options.Rename.NONE);
-                    return true;
-                } catch (org.apache.hadoop.fs.FileAlreadyExistsException e) {
-                    return false;
-                }
+                Files.createLink(Paths.get(target.toUri()), Paths.get(tmp.toUri())); // atomic, never replaces
+                return true;
+            } catch (FileAlreadyExistsException e) {
+                return false;
             } finally {
                 fs.delete(tmp, false);
             }

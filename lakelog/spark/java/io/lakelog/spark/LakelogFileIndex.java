@@ -53,7 +53,7 @@ public final class LakelogFileIndex implements FileIndex {
     synchronized Plan plan() {
         if (plan == null) {
             o.checkBatch();
-            Planner planner = new Planner(o, root, conf).refresh();
+            Planner planner = Planner.forPlanning(o, root, conf).advance();
             Plan p = new Plan();
             for (Planner.Range r : planner.batchRanges()) {
                 if (r.start() >= r.end()) continue;

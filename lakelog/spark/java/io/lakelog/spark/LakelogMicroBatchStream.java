@@ -63,7 +63,7 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
         this.session = session;
         this.conf = LakelogSource.hadoopConf(session, root);
         this.schema = schema;
-        this.planner = new Planner(o, root, conf);
+        this.planner = Planner.forPlanning(o, root, conf);
     }
 
     private SparkSession spark() {
@@ -354,6 +354,8 @@ public final class LakelogMicroBatchStream implements MicroBatchStream, Supports
         options.put(FileFormat$.MODULE$.OPTION_RETURNING_BATCH(), String.valueOf(columnar));
         Configuration hadoopConf = root.conf(((org.apache.spark.sql.classic.SparkSession) spark).sessionState().newHadoopConf());
         StructType dataSchema = LakelogSource.kafkaSchema(o.includeHeaders);
+        for (StructField f : this.schema.fields()) // the typed columns the stream shows are read from the files too
+            if (TypedColumns.NAMES.contains(f.name())) dataSchema = dataSchema.add(f);
         StructType fileData = new StructType();
         for (StructField f : dataSchema.fields())
             if (!f.name().equals("topic") && !f.name().equals("partition")) fileData = fileData.add(f);

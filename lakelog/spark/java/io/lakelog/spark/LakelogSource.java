@@ -94,8 +94,7 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
     public StructType inferSchema(CaseInsensitiveStringMap options) {
         if (fallback(options)) return python().inferSchema(options);
         SourceOptions o = SourceOptions.parse(options);
-        validate(o);
-        return kafkaSchema(o.includeHeaders);
+        return TypedColumns.append(kafkaSchema(o.includeHeaders), validate(o));
     }
 
     @Override
@@ -119,18 +118,24 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
         return root.conf(spark.sparkContext().hadoopConfiguration());
     }
 
-    /** Load-time checks: subscribed topics and assigned partitions exist (as the Python source's schema()). */
-    static void validate(SourceOptions o) {
+    /**
+     * Load-time checks: subscribed topics and assigned partitions exist (as the Python source's schema()). Returns
+     * the typed columns of the topics read ({@link TypedColumns}).
+     */
+    static StructType validate(SourceOptions o) {
         SparkSession spark = SparkSession.active();
         Root root = Root.resolve(o.root, o.storage);
-        Planner p = new Planner(o, root, hadoopConf(spark, root));
-        if (!o.kind.equals("subscribePattern")) p.refresh().partitions();
+        // a pattern's topics are planned too: their typed columns are part of the schema
+        Planner p = Planner.forPlanning(o, root, hadoopConf(spark, root)).advance().keep();
+        if (!o.kind.equals("subscribePattern")) p.partitions();
+        return TypedColumns.of(p.states.values());
     }
 
     static StructType checkUserSchema(StructType schema, SourceOptions o) {
         Map<String, DataType> full = new HashMap<>();
         for (StructField f : KAFKA_WITH_HEADERS.fields()) full.put(f.name(), f.dataType());
         for (StructField f : schema.fields()) {
+            if (TypedColumns.NAMES.contains(f.name())) continue; // typed columns: as the user's schema types them
             if (!full.containsKey(f.name()) || !full.get(f.name()).sameType(f.dataType()))
                 throw LakelogError.invalidOption("schema", "The lakelog source's columns are those of the Kafka source ("
                     + KAFKA_WITH_HEADERS.simpleString() + "); a user-specified schema may only select some of them, but "
@@ -159,8 +164,9 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
             + why + "), which Spark only uses through spark.read/readStream.format(\"lakelog\")");
         SourceOptions o = SourceOptions.parse(params);
         Root root = Root.resolve(o.root, o.storage);
-        validate(o);
-        StructType schema = userSchema != null ? checkUserSchema(userSchema, o) : kafkaSchema(o.includeHeaders);
+        StructType typed = validate(o);
+        StructType schema = userSchema != null ? checkUserSchema(userSchema, o)
+            : TypedColumns.append(kafkaSchema(o.includeHeaders), typed);
         StructType partitionSchema = new StructType();
         for (StructField f : schema.fields())
             if (f.name().equals("topic") || f.name().equals("partition")) partitionSchema = partitionSchema.add(f);
@@ -180,8 +186,14 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
 
     /** The JVM reader's state of one topic at a version (latest if < 0), as JSON: the parity test's probe. */
     public static String topicStateJson(String root, String topic, long version) throws java.io.IOException {
-        Root r = Root.resolve(root, new TreeMap<>());
-        Configuration conf = new Configuration();
+        return topicStateJson(root, new TreeMap<>(), topic, version);
+    }
+
+    /** {@link #topicStateJson(String, String, long)} with the source's storage options (no {@code storage.} prefix). */
+    public static String topicStateJson(String root, Map<String, String> storage, String topic, long version)
+        throws java.io.IOException {
+        Root r = Root.resolve(root, storage);
+        Configuration conf = r.conf(new Configuration());
         return TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, version).toJson();
     }
 }

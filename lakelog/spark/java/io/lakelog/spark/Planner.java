@@ -62,6 +62,45 @@ public final class Planner {
     final FileSystem fs;
     public final TreeMap<String, TopicState> states = new TreeMap<>();
 
+    /**
+     * Planners that a load-time validation loaded, by subscription and root, for the planning that follows it to
+     * advance rather than load again: Spark calls the provider two or three times for one {@code load()} and the
+     * query is planned after, and on S3 a load reads every commit since the checkpoint, a HEAD and a GET each
+     * (BENCHMARKS.md, "Spark on S3"). Advancing reads only the commits since, so a reused planner is as fresh as a
+     * new one. A few are kept; each is taken by one planning.
+     */
+    static final int KEPT = 16;
+    private static final LinkedHashMap<String, Planner> VALIDATED = new LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Planner> eldest) {
+            return size() > KEPT;
+        }
+    };
+
+    static String key(SourceOptions o, Root root) {
+        return root.uri + "|" + new TreeMap<>(root.hadoopOptions) + "|" + o.kind + "|" + o.topics + "|" + o.pattern
+            + "|" + o.assignment;
+    }
+
+    /** Keep this validated planner for the planning of the same subscription. */
+    Planner keep() {
+        synchronized (VALIDATED) {
+            VALIDATED.put(key(o, root), this);
+        }
+        return this;
+    }
+
+    /** A planner for {@code o}: the states a validation of the same subscription loaded, else none (call advance). */
+    static Planner forPlanning(SourceOptions o, Root root, Configuration conf) {
+        Planner kept;
+        synchronized (VALIDATED) {
+            kept = VALIDATED.remove(key(o, root));
+        }
+        Planner p = new Planner(o, root, conf);
+        if (kept != null) p.states.putAll(kept.states);
+        return p;
+    }
+
     public Planner(SourceOptions o, Root root, Configuration conf) {
         this.o = o;
         this.root = root;

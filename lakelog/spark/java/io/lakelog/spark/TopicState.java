@@ -37,6 +37,8 @@ public final class TopicState {
     public final String topic;
     public long version = -1;
     public Map<String, String> configuration = new HashMap<>();
+    /** The table schema as last committed ({@code metaData.schemaString}): where typed columns are declared. */
+    public String schemaString;
     public Map<String, Long> txns = new HashMap<>();
     public Map<String, Segment> byPath = new HashMap<>();
     private Map<Integer, List<Segment>> parts; // sorted by base offset, built lazily
@@ -173,6 +175,7 @@ public final class TopicState {
                 a.get("metaData").path("configuration").fields().forEachRemaining(e ->
                     conf.put(e.getKey(), e.getValue().isNull() ? null : e.getValue().asText()));
                 setConfiguration(conf);
+                if (a.get("metaData").hasNonNull("schemaString")) schemaString = a.get("metaData").get("schemaString").asText();
             } else if (a.has("protocol")) {
                 JsonNode p = a.get("protocol");
                 List<String> features = new ArrayList<>();
@@ -224,6 +227,8 @@ public final class TopicState {
                     txns.put(t.getString("appId", 0), t.getLong("version", 0));
                 } else if (present(g, "metaData")) {
                     metaConf = map(g.getGroup("metaData", 0), "configuration");
+                    String schema = str(g.getGroup("metaData", 0), "schemaString");
+                    if (schema != null) schemaString = schema;
                 } else if (present(g, "protocol")) {
                     Group p = g.getGroup("protocol", 0);
                     List<String> features = new ArrayList<>();

@@ -1,1 +1,0 @@
-"""Services: what a route does, in library terms (routes stay thin: route → service → library)."""

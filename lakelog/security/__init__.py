@@ -1,0 +1,1 @@
+"""Kafka's security model over a root: ACLs (Kafka's authorizer) and SCRAM credentials."""
