@@ -41,8 +41,9 @@ def main() -> None:
     gap = len(value) / cfg["offered"] if cfg.get("offered") else 0.0
     sent = 0
     while time.time() < end:
-        if gap and time.time() < start + sent * gap:
-            p.poll(min(0.05, start + sent * gap - time.time()))
+        wait = start + sent * gap - time.time() if gap else 0.0
+        if wait > 0:
+            p.poll(min(0.05, wait))  # never a negative timeout: poll() waits forever on one
             continue
         try:
             p.produce(cfg["topic"], value, on_delivery=done)

@@ -97,11 +97,12 @@ class Producer:
 
     # -- metadata -------------------------------------------------------------------------
     def partitions_for(self, topic: str, *, refresh: bool = False) -> int:
-        """The topic's partition count (cached for ``metadata_max_age_ms``)."""
+        """The topic's partition count (cached for ``metadata_max_age_ms``); like Kafka's ``partitionsFor``, the
+        lookup waits up to ``max.block.ms``, not ``request.timeout.ms``."""
         cached = self._partitions.get(topic)
         if cached is not None and not refresh and time.monotonic() - cached[0] < self.metadata_max_age_s:
             return cached[1]
-        desc = self.transport.json("GET", f"/v1/topics/{quote(topic, safe='')}")
+        desc = self.transport.json("GET", f"/v1/topics/{quote(topic, safe='')}", timeout=self.max_block_s)
         n = len(desc["partitions"])
         self._partitions[topic] = (time.monotonic(), n)
         return n

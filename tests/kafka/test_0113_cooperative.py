@@ -374,12 +374,21 @@ def test_n_wildcard(http, make, admin):
         r = http.post("/v1/topics", json={"name": t, "partitions": 2})
         assert r.status_code == 201, r.text
     until(lambda: count(c1) == 2 and count(c2) == 2, both, "the matching topics assigned", timeout=2 * SETTLE_S)
-    assert cb1.nonempty_assign_calls == cb2.nonempty_assign_calls and cb1.nonempty_assign_calls in (1, 2)
-    assert (cb1.revoke_calls, cb2.revoke_calls) == (0, 0)
+    # Each member refreshes its metadata on its own 3 s timer: on a loaded machine one may be assigned before the
+    # other joins, and the cooperative move of partitions to the late member is then a revoke, of partitions the
+    # other member now owns. When both joined at once, as in librdkafka's run, nobody revokes.
+    r1, r2 = cb1.revoke_calls, cb2.revoke_calls
+    for cb, other in ((cb1, c2), (cb2, c1)):
+        now_other = {(tp.topic, tp.partition) for tp in other.assignment()}
+        moved = {tuple(tp) for e in cb.events if e["event"] == "revoke" for tp in e["tps"]}
+        assert moved <= now_other, (cb.name, cb.events)
+        assert cb.nonempty_assign_calls in (1, 2, 3), (cb.name, cb.events)
+    if (r1, r2) == (0, 0):
+        assert cb1.nonempty_assign_calls == cb2.nonempty_assign_calls
     last1, last2 = cb1.assign_calls, cb2.assign_calls
     delete_topic(admin, t1)
     until(lambda: count(c1) == 1 and count(c2) == 1, both, "the deleted topic's partitions lost")
-    assert (cb1.revoke_calls, cb2.revoke_calls, cb1.lost_calls, cb2.lost_calls) == (1, 1, 1, 1)
+    assert (cb1.revoke_calls, cb2.revoke_calls, cb1.lost_calls, cb2.lost_calls) == (r1 + 1, r2 + 1, 1, 1)
     until(lambda: cb1.assign_calls > last1 and cb2.assign_calls > last2, both, "the rejoin after the loss")
     last1 = cb1.assign_calls
     close(c1, cb1)
@@ -389,7 +398,7 @@ def test_n_wildcard(http, make, admin):
     last2 = cb2.assign_calls
     close(c2, cb2)
     assert cb2.assign_calls == last2
-    assert (cb1.revoke_calls, cb2.revoke_calls, cb1.lost_calls, cb2.lost_calls) == (2, 2, 1, 1)
+    assert (cb1.revoke_calls, cb2.revoke_calls, cb1.lost_calls, cb2.lost_calls) == (r1 + 2, r2 + 2, 1, 1)
     assert two_owners([cb1, cb2]) == []
 
 

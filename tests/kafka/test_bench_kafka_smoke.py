@@ -32,7 +32,7 @@ def test_transactions_bench_quick_run(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench.run", "transactions", "--quick", "--scale", "0.5",
                            "--details", str(out), "--workdir", str(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a goal not met (tiny sizes say nothing)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # unmet goals are findings (bench.run returns 0)
     body = re.search(r"<!-- bench:transactions -->(.*?)<!-- /bench:transactions -->", out.read_text(), re.S)
     assert body, out.read_text()
     assert re.search(r"\| transactional producer, 100 ms transactions .*\| [\d,]+ \| [\d.]+x \|", body.group(1))
@@ -46,7 +46,7 @@ def test_quotas_bench_quick_run(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench.run", "quotas", "--quick", "--output", str(out),
                            "--workdir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a goal not met (one short window says nothing)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # unmet goals are findings (bench.run returns 0)
     body = re.search(r"<!-- bench:quotas -->(.*?)<!-- /bench:quotas -->", out.read_text(), re.S)
     assert body, out.read_text()
     assert re.search(r"\| fast, beside slow \| [\d,]+ \| none \| 0 \|", body.group(1)), body.group(1)
