@@ -32,7 +32,7 @@ from bench.kafka_produce import Cpu, confluent_drain, confluent_produce
 
 TITLE = "Kafka listener: produce and fetch with the hostile-input checks, against the code before them"
 REPO = Path(__file__).resolve().parent.parent
-BEFORE_REF = "9bc9690"  # main just before the checks merged (the commit they were rebased onto)
+BEFORE_REF = "902ce4b"  # main before the checks (and the rest of the work that landed with them)
 PARTITIONS = 8
 GOAL_RATIO = 0.95
 

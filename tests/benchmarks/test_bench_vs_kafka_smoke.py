@@ -49,7 +49,7 @@ def test_vs_kafka_runs_end_to_end(tmp_path, kafka_reference):
     }
     for workload, (kafka, local, goal, s3) in rows.items():
         line = rf"\| {workload} \| {kafka} \| {local} \| {RATIO} \| {goal} \| (yes|no) \| {s3} \|"
-        assert re.search(line, body), (workload, body)
+        assert re.search(line, body), f"no row for {workload!r} in:\n{body}"
     # Spark's own Kafka source reads lakelog's listener too, batch and AvailableNow
     for what in ("Spark batch read", "Spark readStream AvailableNow"):
         assert re.search(rf"\| {what}: format\(\"kafka\"\) of each, records/s \| {NUM} \| {NUM} \| {RATIO} \|  "

@@ -15,7 +15,7 @@ ROUTES = [("POST", "/subjects/{s}/versions"), ("POST", "/subjects/{s}"), ("GET",
           ("DELETE", "/subjects/{s}/versions/{v}"), ("DELETE", "/subjects/{s}"), ("GET", "/schemas/ids/{v}"),
           ("POST", "/compatibility/subjects/{s}/versions/{v}"), ("PUT", "/config/{s}"), ("PUT", "/mode/{s}"),
           ("GET", "/subjects/{s}/versions/{v}/referencedby"), ("GET", "/config/{s}"), ("DELETE", "/mode/{s}")]
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
                            lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
                            max_leaves=15)
 schema_texts = st.one_of(st.text(max_size=200), json_values.map(json.dumps),
