@@ -266,24 +266,38 @@ def test_kafka_python_custom_assignor_with_user_data(bootstrap, http):
                                heartbeat_interval_ms=300, partition_assignment_strategy=[WeightedAssignor.build(w)],
                                consumer_timeout_ms=100)
                  for w in (b"3", b"1")]
+    stop = threading.Event()
+
+    def run(c) -> None:  # a consumer per thread, as applications run them: one's join never waits on the other's poll
+        while not stop.is_set():
+            c.poll(timeout_ms=100)
+
+    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in consumers]
     try:
+        for c in consumers:  # the topic's partitions known first: the first assignment is already complete
+            until = time.monotonic() + 30
+            while len(c.partitions_for_topic(topic) or ()) != PARTITIONS and time.monotonic() < until:
+                time.sleep(0.1)
         for c in consumers:
             c.subscribe([topic])
+        for t in threads:
+            t.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            for c in consumers:
-                c.poll(timeout_ms=100)
             got = {c._coordinator._generation.member_id: sorted((tp.topic, tp.partition) for tp in c.assignment())
                    for c in consumers if c._coordinator._generation}
             if len(got) == 2 and WeightedAssignor.computed and got == WeightedAssignor.computed \
                     and all(got.values()):
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
         assert got == WeightedAssignor.computed, (got, WeightedAssignor.computed)
         assert sorted(len(v) for v in got.values()) == [1, 3]  # the weights in userData were read
         d = http.get(f"/v1/groups/{group}").json()
         assert (d["type"], d["protocol"]) == ("classic", "lakelog-test-weighted")
     finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
         for c in consumers:
             c.close()
 
