@@ -48,14 +48,18 @@ def test_vs_kafka_runs_end_to_end(tmp_path, kafka_reference):
             (NUM, NUM, r">= 3x", "-"),
     }
     for workload, (kafka, local, goal, s3) in rows.items():
-        line = rf"\| {workload} \| {kafka} \| {local} \| {RATIO} \| {goal} \| (yes|no) \| {s3} \|"
+        # a quick run's few thousand records can take a server less than one tick of the 10 ms CPU clock: 0.00,
+        # and no ratio
+        ratio = rf"({RATIO}|-)" if "CPU" in workload else RATIO
+        line = rf"\| {workload} \| {kafka} \| {local} \| {ratio} \| {goal} \| (yes|no) \| {s3} \|"
         assert re.search(line, body), f"no row for {workload!r} in:\n{body}"
     # Spark's own Kafka source reads lakelog's listener too, batch and AvailableNow
     for what in ("Spark batch read", "Spark readStream AvailableNow"):
         assert re.search(rf"\| {what}: format\(\"kafka\"\) of each, records/s \| {NUM} \| {NUM} \| {RATIO} \|  "
                          rf"\|  \| - \|", body), (what, body)
     # each of issue 57's goals judged, with its ratio (the rebalance is the consumer-group benchmark's)
-    assert len(result.goals) == 10 and all(re.search(r"\d\.\d\dx \(", g.detail) for g in result.goals), result.goals
+    assert len(result.goals) == 10 and all(re.search(r"\d\.\d\dx \(", g.detail) or (
+        g.name.startswith("CPU") and g.detail.startswith("nanx (")) for g in result.goals), result.goals
 
 
 def test_missing_reference_artifacts_stop_the_run(tmp_path):
