@@ -54,6 +54,15 @@ def topic(http) -> str:
     return new_topic(http)
 
 
+@pytest.fixture
+def wire(bootstrap):
+    """A raw Kafka-protocol client (``wire_client.WireClient``) on this module's front."""
+    from wire_client import WireClient
+
+    with WireClient(bootstrap) as w:
+        yield w
+
+
 @pytest.fixture(scope="session")
 def java_classes(tmp_path_factory) -> Path:
     from java_programs import compiled

@@ -36,12 +36,6 @@ def kafka_front(tmp_path_factory):
     f.stop()
 
 
-@pytest.fixture
-def wire(bootstrap):
-    with WireClient(bootstrap) as w:
-        yield w
-
-
 def _produce(bootstrap: str, topic: str, per_partition: dict[int, int], size: int = RECORD) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.max.bytes": 4 << 20})
     errors = []

@@ -53,12 +53,6 @@ def produce(w: WireClient, topic: str, records: bytes, *, partition: int = 0, ac
     return r.responses[0].partition_responses[0]
 
 
-@pytest.fixture
-def wire(bootstrap):
-    with WireClient(bootstrap) as w:
-        yield w
-
-
 def _hw(http, topic: str, partition: int = 0) -> int:
     return http.get(f"/v1/topics/{topic}").json()["partitions"][partition]["high_watermark"]
 

@@ -20,6 +20,7 @@ from crc32c import crc32c
 
 from front_process import kafka_front_process, new_topic
 from kafka_front.record_batch import compressed_batch, encode_batch
+from kafka_frames import uvarint
 from wire_client import WireClient
 
 PRODUCE, METADATA = 0, 3
@@ -39,13 +40,7 @@ def batch(values: list[bytes], *, codec: int = 0) -> bytes:
 
 def zz(value: int) -> bytes:
     """A zigzag varint (any 64-bit value)."""
-    u = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 def raw_batch(records: list[tuple[int, int, bytes]], *, base_ts: int, last_delta: int, headers: bool = False) -> bytes:
@@ -89,12 +84,6 @@ def kafka_front(tmp_path_factory):
     f.start()
     yield f
     f.stop()
-
-
-@pytest.fixture
-def wire(bootstrap):
-    with WireClient(bootstrap) as w:
-        yield w
 
 
 def test_decoded_size_is_bounded_per_request_not_per_batch(wire, http):
