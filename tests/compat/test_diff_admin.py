@@ -295,8 +295,7 @@ def acls(target: Target, t: str) -> dict:
 
 
 def test_acls_without_an_authorizer(targets):
-    """Neither cluster has an authorizer (lakelog: no ``--auth-file``): the ACL APIs say security is disabled.
-    test_diff_security.py compares them with authorizers."""
+    """Neither cluster has an authorizer (lakelog: no ``--auth-file``): the ACL APIs say security is disabled."""
     kafka, lakelog = run_both(targets, acls, unique("acl"))
     assert kafka["create"] == [{"error": "SECURITY_DISABLED"}] * 3
     assert_same(kafka, lakelog)

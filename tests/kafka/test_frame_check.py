@@ -90,7 +90,7 @@ def test_mutated_frames_are_refused_or_read_as_checked():
         counts["read"] += 1
         assert 4 + size + body_size == end  # kio read exactly what the check walked
 
-    assert fuzz_rounds(check) >= 1
+    fuzz_rounds(check)
     print("\nframe check, mutated frames: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
@@ -109,7 +109,8 @@ def test_null_where_kafka_has_no_null_is_refused(name):
 
 
 def test_nullable_arrays_stay_nullable():
-    assert _check(encode_frame(3, 12, {"topics": None}))  # Metadata: null means every topic
+    frame = encode_frame(3, 12, {"topics": None})  # Metadata: null means every topic
+    assert _check(frame)[2] == len(frame)
 
 
 def test_strings_longer_than_kafkas_limit_are_refused():

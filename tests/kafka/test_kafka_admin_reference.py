@@ -143,7 +143,7 @@ def test_alter_configs_replaces_as_kafka_does(both):
 
 
 @pytest.mark.parametrize("partitions,rf,assignment", [
-    (1, 1, None), (2, -1, None), (1, 3, None), (1, 0, None), (0, 1, None), (-2, 1, None),
+    (1, 1, None), (2, -1, None), (1, 3, None), (1, 0, None), (0, 1, None),
     (1, -1, [[1]]), (2, -1, [[1], [1]]), (1, -1, [[2]]), (1, -1, [[1, 1]]),
 ])
 def test_partitions_and_replicas_checked_as_kafka_checks_them(both, partitions, rf, assignment):

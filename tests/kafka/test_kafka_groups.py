@@ -4,6 +4,7 @@ offsets seen by ``lakelog groups describe`` and over HTTP; an HTTP member sharin
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,10 +53,11 @@ def test_group_lifecycle_with_each_assignor(kafka_front, bootstrap, http, strate
         committed = {(o["topic"], o["partition"]): o["offset"] for o in body["offsets"]}
         assert sum(committed.values()) == 40 and len(committed) == PARTITIONS
         cli = subprocess.run([sys.executable, "-m", "lakelog.cli", "groups", "describe", group, "--url",
-                              kafka_front.url], capture_output=True, text=True, cwd=str(REPO), timeout=120,
+                              kafka_front.url, "--json"], capture_output=True, text=True, cwd=str(REPO), timeout=120,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
         assert cli.returncode == 0, cli.stderr
-        assert topic in cli.stdout and "10" in cli.stdout
+        rows = json.loads(cli.stdout)["partitions"]
+        assert {(r["topic"], r["partition"]): r["current_offset"] for r in rows} == committed, rows
     finally:
         for m in members:
             m.stop()
@@ -275,9 +277,10 @@ def test_kafka_python_custom_assignor_with_user_data(bootstrap, http):
     threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in consumers]
     try:
         for c in consumers:  # the topic's partitions known first: the first assignment is already complete
-            until = time.monotonic() + 30
-            while len(c.partitions_for_topic(topic) or ()) != PARTITIONS and time.monotonic() < until:
+            known = time.monotonic() + 30
+            while len(c.partitions_for_topic(topic) or ()) != PARTITIONS and time.monotonic() < known:
                 time.sleep(0.1)
+            assert len(c.partitions_for_topic(topic) or ()) == PARTITIONS, "the topic's metadata within 30 s"
         for c in consumers:
             c.subscribe([topic])
         for t in threads:
