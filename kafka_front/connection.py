@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from kio.index import KioIndexError
 
 from lakelog.broker.authorizer import ANONYMOUS, Principal
+from lakelog.broker.error_mapping import unexpected_error
 from lakelog.errors import KafkaError, UnknownServerError, UnsupportedVersion
 
 from kafka_front import messages, throttle
@@ -253,9 +254,8 @@ class Connection:
         except KafkaError as e:
             self.ctx.metrics.count_error(e)
             values = error_values(request.api_key, request.version, e)
-        except Exception:
-            log.exception("Kafka %s v%d failed", api.name, request.version)
-            e = UnknownServerError("unexpected error; see the server log")
+        except Exception as exc:  # a storage failure is the retriable KAFKA_STORAGE_ERROR, as over HTTP
+            e = unexpected_error(exc, api.name, f"v{request.version}")
             self.ctx.metrics.count_error(e)
             values = error_values(request.api_key, request.version, e)
         finally:

@@ -98,7 +98,6 @@ class ClusterMetadata:
         self._polls = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: list[Callable[[MetadataImage], None]] = []
 
     @property
     def image(self) -> MetadataImage:
@@ -110,10 +109,6 @@ class ClusterMetadata:
 
     def quotas(self) -> Mapping[Entity, Mapping[str, float]]:
         return self._image.quotas
-
-    def on_change(self, listener: Callable[[MetadataImage], None]) -> None:
-        """Call ``listener(image)`` (from any thread) whenever a newer image is taken in."""
-        self._listeners.append(listener)
 
     def start(self) -> "ClusterMetadata":
         """Read the newest version, then follow the root in a background thread."""
@@ -171,11 +166,6 @@ class ClusterMetadata:
 
     def _take(self, image: MetadataImage) -> None:
         self._image = image
-        for listener in self._listeners:
-            try:
-                listener(image)
-            except Exception:
-                log.exception("a cluster metadata listener failed")
 
     def update(self, change: Callable[[MetadataImage], MetadataImage]) -> MetadataImage:
         """Apply ``change`` (a pure function of the image in force, which raises to refuse) and write the result

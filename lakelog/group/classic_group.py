@@ -103,9 +103,6 @@ class ClassicMember:
     def matches(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
         return tuple(self.protocols) == tuple(protocols)
 
-    def vote(self, candidates: set[str]) -> str:
-        return next(name for name, _ in self.protocols if name in candidates)
-
 
 @dataclass
 class ClassicGroup:

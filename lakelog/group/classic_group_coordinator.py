@@ -23,7 +23,7 @@ from lakelog.group.group_id import validate_group_id
 
 if TYPE_CHECKING:
     import threading
-    from typing import Callable, Iterable
+    from typing import Callable
 
     from lakelog.group.group_coordinator_config import CoordinatorConfig
     from lakelog.group.group_records import Group
@@ -88,7 +88,7 @@ class ClassicGroupCoordinator:
                                       session_timeout_ms, rebalance_timeout_ms, require_known_member_id)
             else:
                 self._join_existing_member(g, future, member_id, protocol_type, protocols, group_instance_id,
-                                           session_timeout_ms, rebalance_timeout_ms)
+                                           session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
         return future
 
     def _accept_joining_member(self, g: ClassicGroup, member_id: str) -> bool:
@@ -125,7 +125,7 @@ class ClassicGroupCoordinator:
                          session_ms, rebalance_ms)
 
     def _join_existing_member(self, g: ClassicGroup, future: Future, member_id: str, protocol_type: str, protocols,
-                              instance_id, session_ms, rebalance_ms) -> None:
+                              instance_id, session_ms, rebalance_ms, client_id: str, client_host: str) -> None:
         if g.state == C.DEAD:
             future.set_result(JoinResponse(CoordinatorNotAvailable(f"group {g.group_id} is being deleted"),
                                            member_id))
@@ -136,9 +136,8 @@ class ClassicGroupCoordinator:
                 f"{g.group_id}"), member_id))
             return
         if member_id in g.pending_members:
-            client = member_id.rsplit("-", 5)[0]
-            self._add_member(g, future, member_id, None, client, "", protocol_type, protocols, session_ms,
-                             rebalance_ms)
+            self._add_member(g, future, member_id, None, client_id, client_host, protocol_type, protocols,
+                             session_ms, rebalance_ms)
             return
         try:
             self._validate_member(g, member_id, instance_id)

@@ -45,7 +45,7 @@ from lakelog.group.group_records import Group, group_record, restore_group
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GroupCoordinator", "GroupStore", "GroupDescription", "MemberDescription", "ConsumerGroupDescription",
+__all__ = ["GroupCoordinator", "GroupStore", "GroupDescription", "MemberDescription",
            "ListedGroup"]
 
 
@@ -78,9 +78,6 @@ class GroupDescription:
     leader: str | None
     members: tuple[MemberDescription, ...]
     assignment_epoch: int = -1
-
-
-ConsumerGroupDescription = GroupDescription
 
 
 @dataclass(frozen=True)

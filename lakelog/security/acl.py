@@ -54,7 +54,6 @@ SUPPORTED_OPERATIONS = {
 }
 _IMPLIES_DESCRIBE = frozenset({"Describe", "Read", "Write", "Delete", "Alter"})
 _IMPLIES_DESCRIBE_CONFIGS = frozenset({"DescribeConfigs", "AlterConfigs"})
-NOT_REQUESTED = -2147483648  # Integer.MIN_VALUE: authorized operations not asked for
 
 
 @dataclass(frozen=True, order=True)

@@ -130,8 +130,10 @@ def test_member_id_required_then_join():
         done(join(coord, "g", require_known_member_id=True))
     assert e.value.code == 79
     member_id = join(coord, "g", require_known_member_id=True).result().member_id  # another pending id
-    r = done(join(coord, "g", member_id=member_id, require_known_member_id=True))
+    r = done(join(coord, "g", member_id=member_id, require_known_member_id=True, client_host="/10.1.2.3"))
     assert r.member_id == member_id and r.generation == 1
+    [m] = coord.describe("g").members  # the second join's client id and host, as DescribeGroups shows them
+    assert (m.member_id, m.client_id, m.client_host) == (member_id, "c", "/10.1.2.3")
 
 
 def test_initial_rebalance_delay_waits_for_more_members():
