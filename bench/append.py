@@ -107,7 +107,8 @@ def lakelog_per_commit(workdir: Path, records: pa.Table, commits: int, *,
                        direct: bool = True) -> tuple[float, float]:
     """(wall, CPU) seconds for ``commits`` appends of ``records``, one commit each (after one warm-up append).
 
-    ``direct=False`` forces every commit through delta-rs (the path S3 roots take), for comparison.
+    ``direct=False`` forces every commit through delta-rs (the path of a table whose protocol asks more of a
+    writer), for comparison.
     """
     from lakelog import Log, PartitionBatch
     from lakelog.writer import table_commit

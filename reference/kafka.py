@@ -23,7 +23,6 @@ from pathlib import Path
 
 from reference import maven
 
-KAFKA_VERSION = "4.1.1"
 # Kafka's shell scripts (bin/kafka-*.sh) and the classes they run.
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",

@@ -31,7 +31,7 @@ from lakelog.storage.storage_root import StorageRoot
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 16 * 1024  # smaller batches cost the JVM's Arrow-to-row conversion less (BENCHMARKS.md, "Spark reads")
+BATCH_ROWS = 16 * 1024  # smaller batches cost the JVM's Arrow-to-row conversion less
 
 KAFKA_FIELDS = [
     pa.field("key", pa.binary()),

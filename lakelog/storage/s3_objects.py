@@ -8,8 +8,8 @@ in series. These calls are one request each: :func:`get_object` one GET (a missi
 ``OSError``, as a filesystem's would be. Thread-safe (obstore stores are).
 
 The client is obstore's (Python bindings of Rust's ``object_store``, the crate delta-rs reads and writes
-with), not boto3's: a PUT costs this process a third to two fifths of boto3's CPU, and its signing, sending
-and waiting happen outside the GIL, which a front's event loop and its other uploads share (BENCHMARKS.md,
+with), not boto3's: a PUT costs this process less CPU than boto3's, and its signing, sending and waiting
+happen outside the GIL, which a front's event loop and its other uploads share (BENCHMARKS.md,
 "Several fronts on one S3 root", measures the fronts' CPU). Like delta-rs's,
 it sends no checksum of the body (TLS protects it in transit to S3) and no ``Expect: 100-continue``, which
 would cost each PUT a round trip before its body.

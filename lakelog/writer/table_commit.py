@@ -31,8 +31,8 @@ from lakelog.writer.typed_segments import table_arrow_schema
 
 log = logging.getLogger(__name__)
 
-# On local roots a commit is written directly (put_if_absent): delta-rs's commit re-derives the
-# table snapshot after every commit and our refresh derives it again -- two log replays that grow
+# A commit is written directly (put_if_absent, on local roots and S3): delta-rs's commit re-derives
+# the table snapshot after every commit and our refresh derives it again -- two log replays that grow
 # with live files and commits since the checkpoint (BENCHMARKS.md, "Append throughput").  False: always delta-rs.
 DIRECT_COMMITS = True
 MAX_COMMIT_RETRIES = 50  # commits by others that do not conflict with ours (as delta-rs's max_commit_retries)

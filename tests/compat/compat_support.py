@@ -89,6 +89,9 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in (
                                "state at whatever id a batch names: lakelog's ids are durable allocations, and a "
                                "stranger's id that InitProducerId hands out later would make its rightful "
                                "producer's first batch look like a duplicate (acknowledged, never written)"),
+    Difference("unknown-tagged-fields", "a request carrying a tagged field its version does not define closes the "
+                                        "connection (kio, which decodes requests, cannot read one), where Kafka "
+                                        "keeps it as an unknown tagged field and answers"),
     Difference("uncommitted-records", "an open or aborted transaction's records are never in lakelog's log: "
                                       "read_uncommitted reads what read_committed reads, the last stable offset "
                                       "equals the high watermark, and Fetch lists no aborted transactions"),
