@@ -28,16 +28,12 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from lakelog.errors import InvalidConfig, SaslAuthenticationFailed, UnsupportedSaslMechanism
-from lakelog.security.scram import HASHES as _HASH, SCRAM_256, SCRAM_512, ScramCredential, derive
+from lakelog.security.scram import (DEFAULT_ITERATIONS, HASHES as _HASH, SCRAM_256, SCRAM_512, ScramCredential,
+                                    derive)
 
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, SCRAM_256, SCRAM_512)
-ITERATIONS = 4096
-ScramKeys = ScramCredential
-
-
-def scram_keys(mechanism: str, password: str, salt: bytes, iterations: int = ITERATIONS) -> ScramCredential:
-    return derive(mechanism, password, salt, iterations)
+SALT_BYTES = 16  # of the salts derived here: a bare Credentials' users' and an unknown user's
 
 
 class Credentials:
@@ -50,7 +46,8 @@ class Credentials:
         self._plain = {u: hashlib.sha256(p.encode()).digest() for u, p in self.passwords.items()}
         self._scram_source = scram_source
         self._scram = {} if scram_source is not None else {
-            (u, m): scram_keys(m, p, os.urandom(16)) for u, p in self.passwords.items() for m in _HASH}
+            (u, m): derive(m, p, os.urandom(SALT_BYTES)) for u, p in self.passwords.items() for m in _HASH}
+        self._unknown_salt_key = os.urandom(32)
 
     @staticmethod
     def read_file(path: str) -> dict[str, str]:
@@ -65,10 +62,6 @@ class Credentials:
             raise InvalidConfig(f"SASL file {path}: every user needs a non-empty name and password")
         return users
 
-    @classmethod
-    def from_file(cls, path: str) -> "Credentials":
-        return cls(cls.read_file(path))
-
     def check_plain(self, user: str, password: str) -> bool:
         known = self._plain.get(user)
         return known is not None and hmac.compare_digest(known, hashlib.sha256(password.encode()).digest())
@@ -77,6 +70,14 @@ class Credentials:
         if self._scram_source is not None:
             return self._scram_source().get((user, mechanism))
         return self._scram.get((user, mechanism))
+
+    def unknown_user_challenge(self, mechanism: str, user: str) -> tuple[bytes, int]:
+        """(salt, iterations) to challenge a user without a credential with, so that a client cannot tell unknown
+        users from wrong passwords: like a known user's, the salt is the same on every attempt and differs from
+        user to user. Keyed by a secret of this process, and one HMAC rather than a key derivation, so that
+        unauthenticated clients cannot make the listener's event loop derive keys."""
+        salt = hmac.new(self._unknown_salt_key, f"{mechanism}\0{user}".encode(), hashlib.sha256).digest()
+        return salt[:SALT_BYTES], DEFAULT_ITERATIONS
 
 
 def parse_plain(message: bytes) -> tuple[str, str]:
@@ -109,7 +110,7 @@ class ScramServer:
         self.mechanism = mechanism
         self.credentials = credentials
         self.user: str | None = None
-        self.keys: ScramKeys | None = None
+        self.keys: ScramCredential | None = None
 
     def first(self, message: bytes) -> bytes:
         text = message.decode("utf-8", errors="strict")
@@ -124,10 +125,12 @@ class ScramServer:
             raise SaslAuthenticationFailed("SCRAM client-first message lacks n= or r=")
         self.user = attrs["n"].replace("=2C", ",").replace("=3D", "=")
         self.keys = self.credentials.scram(self.mechanism, self.user)
-        # an unknown user gets a fake challenge, so a client cannot tell unknown users from wrong passwords
-        keys = self.keys or scram_keys(self.mechanism, os.urandom(8).hex(), os.urandom(16))
+        if self.keys is not None:
+            salt, iterations = self.keys.salt, self.keys.iterations
+        else:  # a fake challenge; :meth:`final` fails it whatever the proof
+            salt, iterations = self.credentials.unknown_user_challenge(self.mechanism, self.user)
         self.nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
-        self.server_first = f"r={self.nonce},s={base64.b64encode(keys.salt).decode()},i={keys.iterations}"
+        self.server_first = f"r={self.nonce},s={base64.b64encode(salt).decode()},i={iterations}"
         return self.server_first.encode()
 
     def final(self, message: bytes) -> tuple[str, bytes]:

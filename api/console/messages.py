@@ -50,9 +50,30 @@ def render(data: bytes | None, fmt: str, schemas=None) -> str:
         text = shown.decode("utf-8", errors="replace")
         if fmt == "json" and len(shown) == len(data):
             text = _pretty(text)
-    if len(shown) < len(data):
-        text += f"\n… {len(data) - len(shown):,} more bytes ({len(data):,} in all)"
-    return text
+    return text + _more(len(shown), len(data))
+
+
+def _more(shown: int, total: int) -> str:
+    """The line telling how many of ``total`` bytes were not shown ("" when all were)."""
+    return f"\n… {total - shown:,} more bytes ({total:,} in all)" if shown < total else ""
+
+
+def _hex(data: bytes) -> str:
+    """At most :data:`DISPLAY_BYTES` of ``data`` in hex, then how many more there are."""
+    return data[:DISPLAY_BYTES].hex(" ") + _more(min(len(data), DISPLAY_BYTES), len(data))
+
+
+def _record_json(value, size: int) -> str:
+    """A decoded record as indented JSON, encoded only up to :data:`DISPLAY_BYTES` characters (a record of many
+    small fields indents to many times the bytes it was sent as); past them, the text is cut and says so."""
+    parts: list[str] = []
+    length = 0
+    for chunk in json.JSONEncoder(indent=2, ensure_ascii=False, default=str).iterencode(value):
+        parts.append(chunk)
+        length += len(chunk)
+        if length > DISPLAY_BYTES:
+            return "".join(parts)[:DISPLAY_BYTES] + f"\n… the rest of the record not shown ({size:,} bytes in all)"
+    return "".join(parts)
 
 
 def _pretty(text: str) -> str:
@@ -87,28 +108,29 @@ def _headers(headers: list | None, fmt: str) -> list[tuple[str, str]]:
 
 
 def decode_by_schema(data: bytes, schemas) -> str:
-    """A value in Confluent's wire format as ``schema id N`` and its record as JSON; anything else as text."""
+    """A value in Confluent's wire format as ``schema id N`` and its record as JSON (its bytes in hex when it does
+    not decode); anything else as text. Each cut at :data:`DISPLAY_BYTES`, as :func:`render` cuts."""
     import numpy as np
 
     from lakelog.schema.parsed_schema import RecordDecodeError, Untypeable
+    from lakelog.schema.record_typing import HEADER, MAGIC, PADDING
 
-    if schemas is None or len(data) < 5 or data[0] != 0:
+    if schemas is None or len(data) < HEADER or data[0] != MAGIC:
         return render(data, "json")
-    schema_id = int.from_bytes(data[1:5], "big")
+    schema_id = int.from_bytes(data[1:HEADER], "big")
     try:
         parsed = schemas.schema_by_id(schema_id)
     except Exception:  # the store failed: show the bytes
         parsed = None
     if parsed is None:
-        return f"schema id {schema_id} (not in the Schema Registry)\n{data[5:].hex(' ')}"
-    buf = np.frombuffer(data + bytes(16), np.uint8)
+        return f"schema id {schema_id} (not in the Schema Registry)\n{_hex(data[HEADER:])}"
+    buf = np.frombuffer(data + bytes(PADDING), np.uint8)
     try:
-        arr = parsed.columns().decode(buf, np.array([5]), np.array([len(data)]))
+        arr = parsed.columns().decode(buf, np.array([HEADER]), np.array([len(data)]))
         value = arr.to_pylist()[0]
     except (RecordDecodeError, Untypeable) as e:
-        return f"schema id {schema_id} ({parsed.schema_type}): cannot decode ({e})\n{data[5:].hex(' ')}"
-    return f"schema id {schema_id} ({parsed.schema_type})\n" + json.dumps(value, indent=2, ensure_ascii=False,
-                                                                        default=str)
+        return f"schema id {schema_id} ({parsed.schema_type}): cannot decode ({e})\n{_hex(data[HEADER:])}"
+    return f"schema id {schema_id} ({parsed.schema_type})\n" + _record_json(value, len(data))
 
 
 def _start(log, topic: str, partition: int, start: str, offset: int, timestamp: str, limit: int) -> tuple[int, int, int]:

@@ -29,6 +29,10 @@ from lakelog.schema_registry.schema_registry import Registered, SchemaRegistry
 PREFIX = "/schema-registry"
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 2 * MAX_SCHEMA_BYTES  # a schema, escaped, and its references
+# Bodies up to this size are parsed on the event loop, where a thread hop would cost more than the parse. It is
+# smaller than api.produce_lane.INLINE_PARSE_BYTES[JSON], which bounds json.loads alone: check_nesting_text runs
+# a Python loop per character first, several times slower per byte than json.loads.
+INLINE_PARSE_BYTES = 32 << 10
 
 # Confluent documents this API (and its clients implement it); it stays out of the front's own OpenAPI document,
 # whose fuzzing expects typed parameters -- tests/schema_registry/test_registry_hostile.py fuzzes these routes.
@@ -88,13 +92,8 @@ def _flag(request: Request, name: str, default: bool = False) -> bool:
     return default if value is None else value.strip().lower() == "true"
 
 
-async def _body(request: Request) -> dict:
-    """The request's JSON object (``422`` if it is not one, or larger than :data:`MAX_BODY_BYTES`)."""
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise UnprocessableEntity(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+def _parse_body(raw: bytes) -> dict:
+    """The JSON object in ``raw`` (``422`` if it is not one)."""
     try:
         text = raw.decode("utf-8")
         check_nesting_text(text, "request body")
@@ -104,6 +103,24 @@ async def _body(request: Request) -> dict:
     if not isinstance(body, dict):
         raise UnprocessableEntity("the request body must be a JSON object")
     return body
+
+
+async def _body(request: Request) -> dict:
+    """The request's JSON object (``422`` if it is not one, or larger than :data:`MAX_BODY_BYTES`).
+
+    A body above :data:`INLINE_PARSE_BYTES` is parsed in the thread pool: the event loop is the Kafka listener's
+    too, and its connections wait while a large body is checked and parsed."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise UnprocessableEntity(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    raw = b"".join(chunks)
+    if size <= INLINE_PARSE_BYTES:
+        return _parse_body(raw)
+    return await run_in_threadpool(_parse_body, raw)
 
 
 def _schema_fields(body: dict) -> tuple[str, str, tuple[SchemaReference, ...]]:

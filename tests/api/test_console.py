@@ -9,12 +9,16 @@ without Describe sees nothing of a topic.  Screenshots go to ``build/screenshots
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import re
+import struct
 import uuid
 from pathlib import Path
 
+import fastavro
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -365,6 +369,41 @@ def test_hostile_values_render_safely(browser, front, admin):
     assert shown.nth(2).inner_text() == '{\n  "ok": [\n    1,\n    2\n  ]\n}'
     assert shown.nth(3).inner_text() == nested  # as sent
     assert "more bytes (1,048,576 in all)" in shown.nth(4).inner_text()
+    assert len(page.content()) < 200_000
+    page.context.close()
+
+
+def test_hostile_schema_framed_values_render_cut(browser, front, admin):
+    """Values in the Schema Registry's wire format are cut like any other: a 1 MB string decoded by its schema,
+    1 MB that does not decode by it, and 1 MB under an unknown schema id each show at most DISPLAY_BYTES."""
+    topic = f"ok-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1,
+                                          "configs": {"max.message.bytes": str(4 << 20)}}).status_code == 201
+    schema = {"type": "record", "name": "Big", "fields": [{"name": "s", "type": "string"}]}
+    r = admin.post(f"/schema-registry/subjects/{topic}-value/versions", json={"schema": json.dumps(schema)})
+    assert r.status_code == 200, r.text
+    sid = r.json()["id"]
+    size = 1 << 20
+    record = io.BytesIO()
+    fastavro.schemaless_writer(record, fastavro.parse_schema(schema), {"s": "x" * size})
+    decodes = b"\x00" + struct.pack(">I", sid) + record.getvalue()
+    undecodable = b"\x00" + struct.pack(">I", sid) + b"\xff" * size  # a varint that never ends
+    unknown = b"\x00" + struct.pack(">I", sid + 1_000_000) + b"\x01" * size
+    r = admin.post(f"/v1/topics/{topic}/records", json={"encoding": "base64", "records": [
+        {"value": base64.b64encode(v).decode()} for v in (decodes, undecodable, unknown)]})
+    assert r.status_code == 200, r.text
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=offset&offset=0&fmt=schema")
+    assert response.status == 200
+    shown = page.locator("#messages pre.value")
+    expect(shown).to_have_count(3)
+    decoded, cannot, missing = (shown.nth(i).inner_text() for i in range(3))
+    assert decoded.startswith(f"schema id {sid} (AVRO)\n{{\n  \"s\": \"xxxx")
+    assert decoded.endswith(f"the rest of the record not shown ({len(decodes):,} bytes in all)")
+    assert cannot.startswith(f"schema id {sid} (AVRO): cannot decode") and "\nff ff ff" in cannot
+    assert cannot.endswith(f"more bytes ({size:,} in all)")
+    assert missing.startswith(f"schema id {sid + 1_000_000} (not in the Schema Registry)\n01 01 01")
+    assert missing.endswith(f"more bytes ({size:,} in all)")
     assert len(page.content()) < 200_000
     page.context.close()
 

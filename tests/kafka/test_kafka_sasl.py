@@ -121,3 +121,30 @@ def test_requests_before_authentication_close_the_connection(secure_front):
     with WireClient(secure_front.bootstrap) as w:
         r = w.request(17, 1, {"mechanism": "GSSAPI"})
         assert r.error_code == 33 and "SCRAM-SHA-512" in r.mechanisms  # UNSUPPORTED_SASL_MECHANISM
+
+
+def test_unknown_scram_user_gets_a_challenge_shaped_like_a_known_users():
+    """An unknown user's server-first message looks like a known user's: the same salt length and iterations,
+    the same salt on every attempt, another for another user -- and the exchange then fails."""
+    import base64
+
+    from kafka_front.sasl import Credentials, ScramServer
+    from lakelog.errors import SaslAuthenticationFailed
+
+    credentials = Credentials({"carol": "carol-pass"})
+
+    def challenge(mechanism: str, user: str) -> tuple[ScramServer, dict[str, str]]:
+        server = ScramServer(mechanism, credentials)
+        first = server.first(f"n,,n={user},r=abc".encode()).decode()
+        return server, dict(part.split("=", 1) for part in first.split(","))
+
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        _, known = challenge(mechanism, "carol")
+        server, unknown = challenge(mechanism, "nobody")
+        assert unknown["i"] == known["i"] == "4096"
+        assert len(base64.b64decode(unknown["s"])) == len(base64.b64decode(known["s"]))
+        assert challenge(mechanism, "nobody")[1]["s"] == unknown["s"] != challenge(mechanism, "somebody")[1]["s"]
+        proof = base64.b64encode(bytes(32 if mechanism == "SCRAM-SHA-256" else 64)).decode()
+        c = base64.b64encode(b"n,,").decode()
+        with pytest.raises(SaslAuthenticationFailed):
+            server.final(f"c={c},r={unknown['r']},p={proof}".encode())
