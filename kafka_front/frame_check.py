@@ -40,7 +40,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 
 MAX_STRING = 0x7FFF  # Kafka's generated readers: "string field X had invalid length"
 # Elements of all arrays of one frame together.  A Kafka client's largest requests hold one element per
-# partition it fetches, commits or lists (tens of thousands); parsing this many takes kio about a second.
+# partition it fetches, commits or lists (tens of thousands); the limit stays well above them and bounds the
+# time one frame can make kio spend parsing it.
 MAX_ELEMENTS = 1 << 20
 
 _I16 = struct.Struct(">h")
@@ -95,8 +96,9 @@ def field_kind(hint: object) -> tuple[bool, bool, object]:
     return False, nullable, hint
 
 
-# Walkers are generated as Python source, one function per struct with every field inlined (a call per
-# field cost five times what kio takes to parse the same frame).  What the generated code may call:
+# Walkers are generated as Python source, one function per struct with every field inlined: the check runs
+# before kio parses each frame and must cost less than that parse, which a Python call per field would not.
+# What the generated code may call:
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes (kio's and Kafka's limit) → (value, position after it)."""
     value = shift = 0

@@ -82,8 +82,8 @@ def kafka_listener(address: str, *, advertised: str | None = None, sasl_file: st
                            leases=getattr(state, "leases", None), transactions=state.transactions,
                            cluster_metadata=metadata, broker=broker, quotas=quotas)
         state.kafka = ctx
-        # read by /metrics in another thread while the event loop adds and drops connections: a copy (atomic
-        # under the GIL) is iterated, never the set itself ("Set changed size during iteration")
+        # read by /metrics in another thread while the event loop adds and drops connections: the set is copied
+        # (atomic under the GIL) and the copy iterated, as iterating the set itself fails if it changes size
         state.metrics.watch_kafka(lambda: len(connections), lambda: sum(c.held_bytes for c in list(connections)))
         log.info("lakelog Kafka listener on %s:%d", host, bound)
 

@@ -126,8 +126,8 @@ def split_batches(data: bytes | memoryview) -> list[memoryview]:
 # checked and decoded at once (numpy), so a batch is refused at its first bad record having done work in
 # proportion to the records before it: each window at most WINDOW_GROWTH times the records decoded before it,
 # and the first at most FIRST_WINDOW_RECORDS records or FIRST_WINDOW_BYTES bytes.  Compressed records are
-# decompressed only as far as the windows reach.  A batch of a few thousand records is one window (one numpy
-# pass, as before windows existed).
+# decompressed only as far as the windows reach.  A batch within the first window's bounds is one window: one
+# numpy pass, so windowing costs ordinary batches nothing.
 FIRST_WINDOW_RECORDS = 16384
 FIRST_WINDOW_BYTES = 4 << 20
 WINDOW_GROWTH = 4

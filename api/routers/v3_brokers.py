@@ -1,5 +1,7 @@
 """Confluent v3 brokers: one per live front (``api.v3.brokers``), the partitions each leads, and broker configs
--- none: lakelog has no dynamic broker configs (the Kafka listener's DescribeConfigs answers the same)."""
+-- listed empty here, although lakelog has broker configs: the Kafka listener's DescribeConfigs describes a
+front's own settings and the dynamic broker configs kept in the root's cluster metadata
+(``lakelog.cluster.broker_config``), which these routes do not read."""
 
 from __future__ import annotations
 
@@ -39,14 +41,14 @@ def get_broker(request: Request, broker_id: int, links: LinksDep, _: PrincipalDe
 
 @router.get("/brokers/{broker_id}/configs")
 def list_broker_configs(request: Request, broker_id: int, links: LinksDep, _: PrincipalDep) -> dict:
-    """A live broker's dynamic configs: none."""
+    """A live broker's configs: an empty list (the Kafka listener's DescribeConfigs describes them)."""
     _broker(request, broker_id)
     return R.collection("KafkaBrokerConfigList", f"{links.cluster}/brokers/{broker_id}/configs", [])
 
 
 @router.get("/broker-configs")
 def list_cluster_configs(links: LinksDep, _: PrincipalDep) -> dict:
-    """Cluster-wide dynamic broker configs: none."""
+    """Cluster-wide dynamic broker configs: an empty list (the Kafka listener's DescribeConfigs describes them)."""
     return R.collection("KafkaClusterConfigList", f"{links.cluster}/broker-configs", [])
 
 

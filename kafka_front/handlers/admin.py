@@ -125,8 +125,7 @@ def _null_configs(configs) -> None:
         raise InvalidConfig(f"Null value not supported for topic configs: {','.join(nulls)}")
 
 
-def _config_entries(overrides: dict[str, str], keys, include_synonyms: bool, include_documentation: bool,
-                    with_synonyms: bool = True) -> list[dict]:
+def _config_entries(overrides: dict[str, str], keys, include_synonyms: bool, include_documentation: bool) -> list[dict]:
     """Topic configs as DescribeConfigs (and CreateTopics v5+) describe them: the override, else Kafka's default
     under its broker synonym (``DEFAULT_CONFIG``)."""
     out = []
@@ -142,7 +141,7 @@ def _config_entries(overrides: dict[str, str], keys, include_synonyms: bool, inc
             synonyms.append({"name": cdef.server_default, "value": cdef.default, "source": SOURCE_DEFAULT})
         out.append({"name": key, "value": cfg[key], "read_only": False, "is_sensitive": False,
                     "config_source": synonyms[0]["source"] if synonyms else SOURCE_DEFAULT,
-                    "synonyms": synonyms if include_synonyms and with_synonyms else [],
+                    "synonyms": synonyms if include_synonyms else [],
                     "config_type": cdef.type_code, "documentation": cdef.doc if include_documentation else None})
     return out
 
@@ -162,10 +161,9 @@ async def create_topics(ctx: "FrontContext", conn: "Connection", rq: "Request") 
             if req.validate_only:
                 validate_topic_name(t.name)
                 topic_admin.writable(t.name)
-                validate_configs(configs)
+                stored = validate_configs(configs)
                 if t.name in await asyncio.to_thread(ctx.log.list_topics, True):
                     raise TopicAlreadyExists(f"Topic '{t.name}' already exists.")
-                stored = validate_configs(configs)
             else:
                 desc = await asyncio.to_thread(topic_admin.create_topic, ctx.log, ctx.metadata, t.name, partitions,
                                                configs)
@@ -290,7 +288,7 @@ async def _alter_broker(ctx: "FrontContext", conn: "Connection", name: str, ops:
             configs[name] = current
         else:
             configs.pop(name, None)
-        return _replace(image, broker_configs=configs)
+        return dataclasses.replace(image, broker_configs=configs)
 
     if validate_only or ctx.cluster_metadata is None:
         change(_image(ctx))
@@ -298,10 +296,6 @@ async def _alter_broker(ctx: "FrontContext", conn: "Connection", name: str, ops:
             raise InvalidRequest("this front keeps no cluster metadata")
         return
     await asyncio.to_thread(ctx.cluster_metadata.update, change)
-
-
-def _replace(image: MetadataImage, **changes) -> MetadataImage:
-    return dataclasses.replace(image, **changes)
 
 
 async def _alter_topic(ctx: "FrontContext", conn: "Connection", name: str, ops: list[ConfigOp],

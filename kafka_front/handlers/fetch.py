@@ -51,9 +51,10 @@ if TYPE_CHECKING:
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 # What a v2 record adds to its key and value without headers: varints of its length, timestamp and offset
-# deltas, key and value lengths, plus attributes and header count (7 to 21 bytes; 12 for 100-byte values a few
-# hundred ms apart).  The log reads about as many records as encode into the budget: an estimate too low
-# reads records the cut to the budget drops, and the next read reads again (BENCHMARKS.md, kafka_checks).
+# deltas, key and value lengths, plus attributes and header count (7 to 21 bytes); the estimate is for small
+# records written close together, whose varints take a byte or two.  The log reads about as many records as
+# encode into the budget: an estimate too low reads records the cut to the budget drops, and the next read
+# reads again (BENCHMARKS.md, kafka_checks).
 RECORD_OVERHEAD = 12
 
 

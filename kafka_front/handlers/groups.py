@@ -53,11 +53,12 @@ def _host(conn: "Connection") -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
-def _error(e: Exception | None) -> tuple[int, str | None]:
+def _error_code(e: Exception | None) -> int:
+    """The Kafka error code of a coordinator's per-entry error (0 for none); anything but a KafkaError is raised."""
     if e is None:
-        return 0, None
+        return 0
     if isinstance(e, KafkaError):
-        return e.code, public_message(e.message)
+        return e.code
     raise e
 
 
@@ -94,7 +95,7 @@ async def find_coordinator(ctx: "FrontContext", conn: "Connection", rq: "Request
         out.append(entry)
     if rq.version >= 4:
         return {"coordinators": out}
-    return {**out[0], "error_code": out[0]["error_code"]}
+    return out[0]
 
 
 # -- the classic protocol -------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ async def join_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> 
         group_instance_id=getattr(req, "group_instance_id", None), client_id=rq.client_id or "",
         client_host=_host(conn), require_known_member_id=rq.version >= 4)
     r = await asyncio.wrap_future(future)  # parked until the rebalance moves on: no thread waits
-    code, message = _error(r.error)
+    code = _error_code(r.error)
     if code:
         ctx.metrics.count_error(r.error)
     return {"error_code": code, "generation_id": r.generation, "protocol_type": r.protocol_type,
@@ -137,7 +138,7 @@ async def sync_group(ctx: "FrontContext", conn: "Connection", rq: "Request") -> 
         protocol_name=getattr(req, "protocol_name", None),
         assignments={a.member_id: bytes(a.assignment or b"") for a in req.assignments})
     r = await asyncio.wrap_future(future)  # a follower waits here for the leader's assignment
-    code, message = _error(r.error)
+    code = _error_code(r.error)
     if code:
         ctx.metrics.count_error(r.error)
     return {"error_code": code, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
@@ -160,7 +161,7 @@ async def leave_group(ctx: "FrontContext", conn: "Connection", rq: "Request") ->
     if rq.version < 3 and errors[0] is not None:
         raise errors[0]
     return {"error_code": 0, "members": [
-        {"member_id": mid, "group_instance_id": inst, "error_code": _error(e)[0]}
+        {"member_id": mid, "group_instance_id": inst, "error_code": _error_code(e)}
         for (mid, inst), e in zip(members, errors)]}
 
 
@@ -404,5 +405,5 @@ async def delete_groups(ctx: "FrontContext", conn: "Connection", rq: "Request") 
     results = []
     for g in names:
         e = errors.get(g) if g in errors else GroupAuthorizationFailed(f"not authorized to Delete group {g!r}")
-        results.append({"group_id": g, "error_code": _error(e)[0]})
+        results.append({"group_id": g, "error_code": _error_code(e)})
     return {"results": results}
