@@ -15,8 +15,10 @@ that breaks Kafka's rules, before anything is allocated.  Kafka's generated read
   reads a null array of any field as None, so handlers would meet None where Kafka never passes it
   (DescribeGroups ``groups``, ListOffsets ``topics``): Kafka cannot parse such a frame and closes the
   connection, and so does lakelog;
-* a tagged field whose tag the version does not define (kio cannot read it), or whose value does not fill the
-  size it declares.
+* a tagged field whose value does not fill the size it declares.
+
+Beyond Kafka's rules, a tagged field whose tag the version does not define is refused too: kio cannot read
+one, where Kafka keeps it as an unknown tagged field (docs/kafka-clients.md, ``unknown-tagged-fields``).
 
 On top of Kafka's rules a frame holds at most :data:`MAX_ELEMENTS` array elements in all: kio turns each into
 a Python object (an int32 element of 4 bytes becomes about 36 bytes of memory), so the count bounds what one
