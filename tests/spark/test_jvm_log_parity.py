@@ -46,11 +46,14 @@ def python_state(root, topic: str, version: int) -> dict:
             "log_start_offsets": {str(p): snap.log_start_offset(p) for p in range(n)}}
 
 
-def jvm_state(spark, root, topic: str, version: int) -> dict:
+def jvm_state(spark, root, topic: str, version: int, advanced_from: int | None = None) -> dict:
+    """The JVM reader's state at ``version``; with ``advanced_from``, loaded there and advanced to the latest."""
     storage = spark._jvm.java.util.HashMap()
     for k, v in root.options:
         storage.put(k, v)
-    state = json.loads(spark._jvm.io.lakelog.spark.LakelogSource.topicStateJson(root.uri, storage, topic, version))
+    source = spark._jvm.io.lakelog.spark.LakelogSource
+    state = json.loads(source.topicStateJson(root.uri, storage, topic, version) if advanced_from is None
+                       else source.advancedTopicStateJson(root.uri, storage, topic, advanced_from))
     state.pop("configuration")
     state["segments"] = sorted(state["segments"])
     return state
@@ -102,3 +105,31 @@ def test_jvm_log_state_equals_python_at_every_version(spark, tmp_path_factory, o
 def test_jvm_log_state_equals_python_at_every_version_on_s3(spark, s3_endpoint, ops):
     check_every_version(spark, Log(StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}",
                                                        s3_options(s3_endpoint))), ops)
+
+
+# Versions around the JVM reader's read windows (TopicState.readCommits: 4, 8, 16, then 32 at a time when loading;
+# 1, 2, 4, ... when advancing): each window's first and last commit, and the ends of the log.
+LONG_TAIL = 75
+WINDOW_EDGES = (0, 1, 3, 4, 5, 11, 12, 13, 27, 28, 29, 59, 60, 61, 74, 75)
+
+
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_jvm_reads_a_long_commit_tail_in_windows(spark, tmp_path, where, request):
+    """A tail of 75 commits with no checkpoint crosses every read window: the state at each window's edges, the
+    latest, and every advance from an earlier version equal the Python reader's."""
+    if where == "local":
+        root = StorageRoot.resolve(str(tmp_path / "root"))
+    else:
+        root = StorageRoot.resolve(f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_options(request.getfixturevalue("s3_endpoint")))
+    log = Log(root)
+    log.create_topic("t", 2)
+    for i in range(LONG_TAIL):
+        log.append("t", [{"value": f"v{i}"}], partition=i % 2)
+    latest = log.snapshot("t").version
+    assert latest == LONG_TAIL
+    want_latest = python_state(root, "t", latest)
+    for v in WINDOW_EDGES:
+        assert jvm_state(spark, root, "t", v) == python_state(root, "t", v), f"version {v}"
+        assert jvm_state(spark, root, "t", -1, advanced_from=v) == want_latest, f"advanced from {v}"
+    assert jvm_state(spark, root, "t", -1) == want_latest
+    assert want_latest["high_watermarks"] == {"0": 38, "1": 37}

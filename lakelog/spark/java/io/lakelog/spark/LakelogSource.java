@@ -196,4 +196,14 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
         Configuration conf = r.conf(new Configuration());
         return TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, version).toJson();
     }
+
+    /** The state loaded at version {@code from}, then advanced to the latest (as a stream's planner does), as JSON. */
+    public static String advancedTopicStateJson(String root, Map<String, String> storage, String topic, long from)
+        throws java.io.IOException {
+        Root r = Root.resolve(root, storage);
+        Configuration conf = r.conf(new Configuration());
+        TopicState s = TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, from);
+        if (!s.advance(r.fs(conf), r.topicPath(topic))) throw new java.io.IOException("the log was cleaned up");
+        return s.toJson();
+    }
 }

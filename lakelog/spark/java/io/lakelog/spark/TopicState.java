@@ -14,11 +14,17 @@ import org.apache.parquet.schema.GroupType;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.nio.charset.StandardCharsets;
 import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.*;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -33,6 +39,22 @@ public final class TopicState {
     static final Pattern SEGMENT_NAME = Pattern.compile("^partition=(-?\\d+)/(\\d{20})-[^/]+\\.parquet$");
     static final ObjectMapper JSON = new ObjectMapper();
     public static final String LEO = "lakelog.leo.", LSO = "lakelog.lso.";
+    /**
+     * Commits are read in windows that double up to this many requests at once: on object storage each read is a
+     * round trip (S3A: a HEAD and a GET), so a tail of n commits costs about log2(n) + n / 32 round trips rather
+     * than n, and a poll that finds no new commit still costs one read (BENCHMARKS.md, "Spark on S3").
+     */
+    static final int COMMIT_WINDOW_MAX = 32;
+    private static final ThreadPoolExecutor COMMIT_READS = new ThreadPoolExecutor(COMMIT_WINDOW_MAX,
+        COMMIT_WINDOW_MAX, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), r -> {
+            Thread t = new Thread(r, "lakelog-delta-log-read");
+            t.setDaemon(true);
+            return t;
+        });
+
+    static {
+        COMMIT_READS.allowCoreThreadTimeOut(true);
+    }
 
     public final String topic;
     public long version = -1;
@@ -300,17 +322,9 @@ public final class TopicState {
                 Path file = new Path(log, String.format("%020d.checkpoint.parquet", cp));
                 if (fs.exists(file)) s.applyCheckpoint(conf, file, cp);
             }
-            boolean gone = false;
-            for (long v = s.version + 1; until < 0 || v <= until; v++) {
-                String text;
-                try {
-                    text = readText(fs, new Path(log, commitName(v)));
-                } catch (FileNotFoundException e) {
-                    if (until >= 0 || (s.version < cp)) gone = true;
-                    break;
-                }
-                s.applyCommit(v, text);
-            }
+            long next = s.version + 1;
+            for (String text : readCommits(fs, log, next, until, 4)) s.applyCommit(next++, text);
+            boolean gone = (until >= 0 && next <= until) || (until < 0 && s.version < cp);
             if (!gone) return s;
             if (attempt >= 3) throw new IOException("the Delta log of " + table + " has no commit after version "
                 + s.version + " although a checkpoint or the requested version lies beyond it");
@@ -323,16 +337,55 @@ public final class TopicState {
      */
     public boolean advance(FileSystem fs, Path table) throws IOException {
         Path log = new Path(table, "_delta_log");
-        for (long v = version + 1; ; v++) {
-            String text;
-            try {
-                text = readText(fs, new Path(log, commitName(v)));
-            } catch (FileNotFoundException e) {
-                return v > checkpointAtOrBelow(fs, log, -1);
+        long next = version + 1;
+        List<String> texts = readCommits(fs, log, next, -1, 1);
+        if (texts.isEmpty()) return next > checkpointAtOrBelow(fs, log, -1);
+        for (String text : texts) applyCommit(next++, text);
+        parts = null;
+        return true;
+    }
+
+    /**
+     * The texts of the commits {@code from}, {@code from + 1}, ... up to {@code until} (no bound if negative),
+     * ending before the first that does not exist; read concurrently in windows of {@code window} commits, doubled
+     * per round up to {@link #COMMIT_WINDOW_MAX}. Commits are contiguous (each is created only once the one before
+     * exists), so the result is the log as it was at some moment during the call.
+     */
+    static List<String> readCommits(FileSystem fs, Path log, long from, long until, int window) throws IOException {
+        List<String> out = new ArrayList<>();
+        for (long v = from; until < 0 || v <= until; window = Math.min(2 * window, COMMIT_WINDOW_MAX)) {
+            int n = (int) (until < 0 ? window : Math.min(window, until - v + 1));
+            List<Future<String>> reads = new ArrayList<>(n);
+            for (long w = v; w < v + n; w++) {
+                Path p = new Path(log, commitName(w));
+                reads.add(COMMIT_READS.submit(() -> {
+                    try {
+                        return readText(fs, p);
+                    } catch (FileNotFoundException e) {
+                        return null;
+                    }
+                }));
             }
-            applyCommit(v, text);
-            parts = null;
+            try {
+                for (Future<String> f : reads) {
+                    String text = f.get();
+                    if (text == null) return out;
+                    out.add(text);
+                }
+            } catch (ExecutionException e) {
+                Throwable c = e.getCause();
+                if (c instanceof IOException io) throw io;
+                if (c instanceof RuntimeException re) throw re;
+                throw new IOException(c);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new InterruptedIOException("interrupted reading the Delta log " + log);
+            } finally {
+                for (Future<String> f : reads) f.cancel(false); // after a missing commit: the rest are not needed
+            }
+            v += n;
         }
+        return out;
     }
 
     /** This state as JSON (for the parity test against the Python reader). */
