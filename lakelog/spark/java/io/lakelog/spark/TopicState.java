@@ -42,7 +42,7 @@ public final class TopicState {
     /**
      * Commits are read in windows that double up to this many requests at once: on object storage each read is a
      * round trip (S3A: a HEAD and a GET), so a tail of n commits costs about log2(n) + n / 32 round trips rather
-     * than n, and a poll that finds no new commit still costs one read (BENCHMARKS.md, "Spark on S3").
+     * than n, while a look that finds no new commit still reads one name (BENCHMARKS.md, "Spark on S3").
      */
     static final int COMMIT_WINDOW_MAX = 32;
     private static final ThreadPoolExecutor COMMIT_READS = new ThreadPoolExecutor(COMMIT_WINDOW_MAX,
