@@ -158,8 +158,11 @@ class ClusterMetadata:
     def _newest_listed(self) -> int:
         from pyarrow.fs import FileSelector
 
-        infos = self.root.filesystem.get_file_info(FileSelector(self.root.path_for(METADATA_DIR),
-                                                                allow_not_found=True))
+        try:
+            infos = self.root.filesystem.get_file_info(FileSelector(self.root.path_for(METADATA_DIR),
+                                                                    allow_not_found=True))
+        except FileNotFoundError:  # pyarrow's local listing can raise while another front creates the directory
+            return -1  # the caller then reads the versions one by one from the one it holds
         versions = [int(i.base_name[:20]) for i in infos
                     if len(i.base_name) == 25 and i.base_name.endswith(".json") and i.base_name[:20].isdigit()]
         return max(versions, default=-1)
