@@ -29,7 +29,7 @@ from lakelog.security.acl import AclBinding
 from lakelog.security.scram import ScramCredential
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import read_object
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 
 METADATA_DIR = "_lakelog/metadata"
 KEEP = 100
@@ -156,13 +156,7 @@ class ClusterMetadata:
         return self._image
 
     def _newest_listed(self) -> int:
-        from pyarrow.fs import FileSelector
-
-        try:
-            infos = self.root.filesystem.get_file_info(FileSelector(self.root.path_for(METADATA_DIR),
-                                                                    allow_not_found=True))
-        except FileNotFoundError:  # pyarrow's local listing can raise while another front creates the directory
-            return -1  # the caller then reads the versions one by one from the one it holds
+        infos = list_dir(self.root, METADATA_DIR)  # empty while another front creates it: read one by one then
         versions = [int(i.base_name[:20]) for i in infos
                     if len(i.base_name) == 25 and i.base_name.endswith(".json") and i.base_name[:20].isdigit()]
         return max(versions, default=-1)

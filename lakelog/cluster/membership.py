@@ -17,12 +17,11 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
 import msgspec
-import pyarrow.fs as pafs
 
 from lakelog.storage.delta_log import read_object
 from lakelog.storage.partition_lease import MAX_NODE_ID
 from lakelog.storage.s3_objects import put_object
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 
 FRONTS_DIR = "_lakelog/fronts"
 DEFAULT_SESSION_TIMEOUT_MS = 10_000
@@ -86,10 +85,8 @@ class Membership:
     def live(self) -> list[FrontInfo]:
         """Fronts heard from within the session timeout, by node id (this one included once it has beaten)."""
         now = int(time.time() * 1000)
-        infos = self.root.filesystem.get_file_info(pafs.FileSelector(self.root.path_for(FRONTS_DIR),
-                                                                     allow_not_found=True))
         out = []
-        for info in infos:
+        for info in list_dir(self.root, FRONTS_DIR):
             if not info.path.endswith(".json"):
                 continue
             data = read_object(self.root, info.path)

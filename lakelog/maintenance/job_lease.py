@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict, dataclass
 
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +75,8 @@ class JobLease:
         return f"{LEASE_DIR}/{self.topic}/{self.job}"
 
     def _generations(self) -> list[int]:
-        from pyarrow.fs import FileSelector
-
-        sel = FileSelector(self.root.path_for(self._dir), allow_not_found=True)
-        try:
-            infos = self.root.filesystem.get_file_info(sel)
-        except FileNotFoundError:  # pyarrow can still raise when another process creates the directory meanwhile
-            return []
         gens = []
-        for info in infos:
+        for info in list_dir(self.root, self._dir):
             name = info.base_name
             if name.endswith(".json") and name[:-5].isdigit():
                 gens.append(int(name[:-5]))

@@ -20,7 +20,7 @@ from lakelog.errors import (InvalidConfig, InvalidPartitions, InvalidRequest, Ka
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent, table_metadata
 from lakelog.storage.delta_log import commit_path, encode_actions, file_exists
 from lakelog.storage.record_schema import PARTITION_COLUMN, TABLE_SCHEMA
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 from lakelog.storage.topic_config import ConfigOp, TopicConfig, apply_ops, validate_configs
 from lakelog.storage.topic_name import is_internal, validate_topic_name
 from lakelog.storage.topic_snapshot import (DELETED_PROPERTY, OPERATION_KEY, PARTITIONS_PROPERTY, TOPIC_ID_PROPERTY,
@@ -154,12 +154,10 @@ class Catalog:
     def list(self, include_internal: bool = False, exists: Callable[[str], bool] | None = None) -> list[str]:
         """The topics, sorted; ``exists`` decides for each table found (default :meth:`exists`; a caller with
         cached snapshots passes a cheaper check)."""
-        from pyarrow.fs import FileSelector, FileType
+        from pyarrow.fs import FileType
 
-        fs = self.root.filesystem
-        sel = FileSelector(self.root.path_for("topics"), allow_not_found=True)
         names = []
-        for info in fs.get_file_info(sel):
+        for info in list_dir(self.root, "topics"):
             if info.type != FileType.Directory:
                 continue
             if not include_internal and is_internal(info.base_name):

@@ -165,6 +165,18 @@ def _filesystem(is_local: bool, options: tuple[tuple[str, str], ...]) -> pafs.Fi
     return pafs.S3FileSystem(**kwargs)
 
 
+def list_dir(root: StorageRoot, rel: str) -> list[pafs.FileInfo]:
+    """The entries directly under ``rel`` (none if it does not exist).
+
+    pyarrow's ``allow_not_found`` does not cover a directory another front creates while it lists: its listing
+    fails, then it finds the directory and raises. The directory did not exist when the listing was made, so
+    that listing is empty."""
+    try:
+        return root.filesystem.get_file_info(pafs.FileSelector(root.path_for(rel), allow_not_found=True))
+    except FileNotFoundError:
+        return []
+
+
 def duration_seconds(text: str) -> float:
     """A timeout option's seconds: ``500ms``, ``5s``, ``2m`` or a bare number of seconds; a ``ValueError`` unless
     it is positive and at most :data:`MAX_DURATION_S` (:meth:`StorageRoot.resolve` refuses such a root)."""

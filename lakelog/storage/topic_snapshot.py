@@ -32,7 +32,7 @@ from lakelog.storage.delta_log import Commit, LogTailGone, read_object, read_tai
 from lakelog.storage.producer_state import BatchMetadata, ProducerStateManager
 from lakelog.storage.s3_objects import put_object
 from lakelog.storage.segment_index import SEGMENT_NAME, Segment, SegmentIndex
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 from lakelog.storage.topic_config import TopicConfig
 
 PARTITIONS_PROPERTY = "lakelog.partitions"
@@ -249,11 +249,8 @@ def store_index(root: StorageRoot, topic: str, version: int, data: bytes) -> str
 
 
 def _index_versions(root: StorageRoot, topic: str) -> list[int]:
-    from pyarrow.fs import FileSelector
-
-    sel = FileSelector(root.path_for("topics", topic, INDEX_DIR), allow_not_found=True)
     out = []
-    for info in root.filesystem.get_file_info(sel):
+    for info in list_dir(root, f"topics/{topic}/{INDEX_DIR}"):
         name = info.base_name
         if name.endswith(".arrow") and name[:-6].isdigit():
             out.append(int(name[:-6]))

@@ -25,13 +25,12 @@ import time
 import uuid
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from lakelog.errors import InvalidRecord
 from lakelog.storage.delta_commit import CommitConflict, put_if_absent
 from lakelog.storage.delta_log import read_object
-from lakelog.storage.storage_root import StorageRoot
-from lakelog.transaction.transaction_log import TRANSACTIONS_DIR, id_key, list_dir
+from lakelog.storage.storage_root import StorageRoot, list_dir
+from lakelog.transaction.transaction_log import TRANSACTIONS_DIR, id_key
 from lakelog.writer.records import INPUT_SCHEMA
 
 CACHE_BYTES = 256 << 20

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 
 from lakelog.storage.delta_commit import put_if_absent
 from lakelog.storage.delta_log import read_object
-from lakelog.storage.storage_root import StorageRoot
+from lakelog.storage.storage_root import StorageRoot, list_dir
 from lakelog.transaction.transaction_state import TxnMetadata
 
 log = logging.getLogger(__name__)
@@ -33,14 +33,6 @@ KEEP_VERSIONS = 3
 
 def id_key(transactional_id: str) -> str:
     return hashlib.sha256(transactional_id.encode("utf-8")).hexdigest()[:32]
-
-
-def list_dir(root: StorageRoot, rel: str) -> list[pafs.FileInfo]:
-    """The entries directly under ``rel`` (none if it does not exist)."""
-    try:
-        return root.filesystem.get_file_info(pafs.FileSelector(root.path_for(rel), allow_not_found=True))
-    except FileNotFoundError:  # created or deleted by another process between pyarrow's check and its listing
-        return []
 
 
 class TransactionLog:

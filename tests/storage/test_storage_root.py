@@ -4,9 +4,12 @@ the first variable set in the AWS CLI's and SDKs' order (``AWS_REGION`` before `
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 
-from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, duration_seconds
+from lakelog.storage.storage_root import InvalidStorageRoot, StorageRoot, duration_seconds, list_dir
 
 AWS_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ALLOW_HTTP",
             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
@@ -74,3 +77,33 @@ def test_the_largest_timeout_and_retry_count_reach_both_s3_clients():
                                                  "aws_region": "us-east-1"})
     s3_store("bucket", root.options)
     assert root.filesystem is not None
+
+
+def test_list_dir_lists_entries_and_a_missing_directory_as_empty(tmp_path):
+    root = StorageRoot.resolve(str(tmp_path))
+    assert list_dir(root, "a/b") == []
+    os.makedirs(tmp_path / "a" / "b")
+    (tmp_path / "a" / "b" / "x.json").write_text("{}")
+    assert [i.base_name for i in list_dir(root, "a/b")] == ["x.json"]
+
+
+def test_list_dir_while_another_process_creates_the_directory(tmp_path):
+    """pyarrow's listing raises when the directory appears between its failed listing and its existence check;
+    list_dir answers an empty listing then, or the directory's entries, and never raises."""
+    root, target = StorageRoot.resolve(str(tmp_path)), tmp_path / "d"
+    stop, seen = threading.Event(), set()
+
+    def churn():
+        while not stop.is_set():
+            os.makedirs(target, exist_ok=True)
+            os.rmdir(target)
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        for _ in range(20_000):
+            seen.add(len(list_dir(root, "d")))
+    finally:
+        stop.set()
+        t.join()
+    assert seen == {0}  # the directory is always empty: present or not, no entries and no exception
