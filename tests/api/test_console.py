@@ -346,6 +346,16 @@ def test_browser_reads_from_the_beginning_an_offset_and_a_timestamp(browser, fro
     page.context.close()
 
 
+def messages_page(browser, front, topic: str, fmt: str, count: int):
+    """Alice's messages page of ``topic`` from offset 0 in format ``fmt``: (the page, its ``count`` values)."""
+    page = login(browser, front, "alice", f"/ui/topics/{topic}")
+    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=offset&offset=0&fmt={fmt}")
+    assert response.status == 200
+    shown = page.locator("#messages pre.value")
+    expect(shown).to_have_count(count)
+    return page, shown
+
+
 def test_hostile_values_render_safely(browser, front, admin):
     """100,000 and 10,000 nested brackets, deep-but-valid JSON and a 1 MB value, beside a normal record: the
     window answers, every record is shown, JSON is pretty where it is safe to be."""
@@ -359,11 +369,7 @@ def test_hostile_values_render_safely(browser, front, admin):
     values = [deep, recursive, '{"ok": [1, 2]}', nested, big]
     r = admin.post(f"/v1/topics/{topic}/records", json={"records": [{"value": v} for v in values]})
     assert r.status_code == 200, r.text
-    page = login(browser, front, "alice", f"/ui/topics/{topic}")
-    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=offset&offset=0&fmt=json")
-    assert response.status == 200
-    shown = page.locator("#messages pre.value")
-    expect(shown).to_have_count(5)
+    page, shown = messages_page(browser, front, topic, "json", 5)
     assert shown.nth(0).inner_text().startswith("[[[[") and "more bytes (100,000 in all)" in shown.nth(0).inner_text()
     assert shown.nth(1).inner_text() == recursive  # as sent
     assert shown.nth(2).inner_text() == '{\n  "ok": [\n    1,\n    2\n  ]\n}'
@@ -392,11 +398,7 @@ def test_hostile_schema_framed_values_render_cut(browser, front, admin):
     r = admin.post(f"/v1/topics/{topic}/records", json={"encoding": "base64", "records": [
         {"value": base64.b64encode(v).decode()} for v in (decodes, undecodable, unknown)]})
     assert r.status_code == 200, r.text
-    page = login(browser, front, "alice", f"/ui/topics/{topic}")
-    response = page.goto(f"{front.url}/ui/topics/{topic}/messages?start=offset&offset=0&fmt=schema")
-    assert response.status == 200
-    shown = page.locator("#messages pre.value")
-    expect(shown).to_have_count(3)
+    page, shown = messages_page(browser, front, topic, "schema", 3)
     decoded, cannot, missing = (shown.nth(i).inner_text() for i in range(3))
     assert decoded.startswith(f"schema id {sid} (AVRO)\n{{\n  \"s\": \"xxxx")
     assert decoded.endswith(f"the rest of the record not shown ({len(decodes):,} bytes in all)")

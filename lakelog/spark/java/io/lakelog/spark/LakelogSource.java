@@ -192,18 +192,21 @@ public class LakelogSource implements DataSourceRegister, RelationProvider, Sche
     /** {@link #topicStateJson(String, String, long)} with the source's storage options (no {@code storage.} prefix). */
     public static String topicStateJson(String root, Map<String, String> storage, String topic, long version)
         throws java.io.IOException {
-        Root r = Root.resolve(root, storage);
-        Configuration conf = r.conf(new Configuration());
-        return TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, version).toJson();
+        return topicState(root, storage, topic, version, false).toJson();
     }
 
     /** The state loaded at version {@code from}, then advanced to the latest (as a stream's planner does), as JSON. */
     public static String advancedTopicStateJson(String root, Map<String, String> storage, String topic, long from)
         throws java.io.IOException {
+        return topicState(root, storage, topic, from, true).toJson();
+    }
+
+    private static TopicState topicState(String root, Map<String, String> storage, String topic, long version,
+                                         boolean advance) throws java.io.IOException {
         Root r = Root.resolve(root, storage);
         Configuration conf = r.conf(new Configuration());
-        TopicState s = TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, from);
-        if (!s.advance(r.fs(conf), r.topicPath(topic))) throw new java.io.IOException("the log was cleaned up");
-        return s.toJson();
+        TopicState s = TopicState.load(r.fs(conf), conf, r.topicPath(topic), topic, version);
+        if (advance && !s.advance(r.fs(conf), r.topicPath(topic))) throw new java.io.IOException("the log was cleaned up");
+        return s;
     }
 }
