@@ -231,6 +231,15 @@ def _untracked() -> set[str]:
 
 
 @pytest.mark.timeout(SHELL_TIMEOUT_S + 60)
+def _condensed(trace: str) -> str:
+    """A shell trace with each line shown once, with its count if it recurs (a wait loop's): what ran before a
+    loop that never ended stays within the failure message."""
+    counts: dict[str, int] = {}
+    for line in trace.splitlines():
+        counts[line] = counts.get(line, 0) + 1
+    return "\n".join(line if n == 1 else f"{line}    (x{n})" for line, n in counts.items())
+
+
 @pytest.mark.parametrize("doc", SHELL_DOCS, ids=lambda d: d.name)
 def test_shell_blocks_run_as_typed(doc, tmp_path):
     """A doc's shell blocks run in order in one shell, from a fresh checkout's root, without an activated
@@ -249,7 +258,7 @@ def test_shell_blocks_run_as_typed(doc, tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         raise AssertionError(f"{doc.name}'s shell blocks ran over {SHELL_TIMEOUT_S} s:\n"
-                             f"{out.decode(errors='replace')[-6000:]}")
+                             f"{_condensed(out.decode(errors='replace'))[-6000:]}")
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # whatever a failing block left running
