@@ -242,7 +242,9 @@ def test_bad_records_refuse_their_batch_on_every_path(front, client):
         {"name": "x", "type": "int"}]}))({"x": 1}, SerializationContext(f"{topic}-elsewhere", MessageField.VALUE))
     bad_values = {"unknown id": framed(sid + 10_000, good[5:]), "truncated": good[:-1], "trailing": good + b"\x01",
                   "other subject": other, "no wire format": b"hello", "too short": b"\x00\x00\x00"}
-    p = Producer({"bootstrap.servers": front.bootstrap, "linger.ms": 50, "enable.idempotence": False})
+    # the three records of each case wait for flush(), which sends them as one batch: with a short linger a
+    # stalled test process could see the first sent alone before the next is produced
+    p = Producer({"bootstrap.servers": front.bootstrap, "linger.ms": 10_000, "enable.idempotence": False})
     for name, bad in bad_values.items():
         errors = []
         for v in (good, bad, good):  # one batch: the good records go down with it
